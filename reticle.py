@@ -11036,6 +11036,208 @@ def _file_uri(path: str) -> str:
 #: end src/reticle/util.py
 
 
+#: begin src/reticle/app_inject.py
+###############################################################################
+# The script tag in the app's pages, and where the daemon is ##################
+###############################################################################
+# The app's side, like the middleware that imports it (it imports nothing of the daemon's): where the app
+# finds the daemon and its token (as the CLI does), and the dev-only script tag the middleware adds before
+# </head> of each whole HTML page that lacks it (inject=True, Django under DEBUG).
+
+def _daemon_address() -> Tuple[str, int]:
+    """Where the daemon is, found as the CLI finds it: RETICLE_HOST (a wildcard bind means
+    loopback) and RETICLE_PORT."""
+    host = os.environ.get("RETICLE_HOST", "").strip() or DEFAULT_HOST
+    if host in ("0.0.0.0", "::", "[::]"):
+        host = "127.0.0.1"
+    try:
+        port = int(os.environ.get("RETICLE_PORT", "").strip() or DEFAULT_PORT)
+    except ValueError:
+        port = DEFAULT_PORT
+    return host.strip("[]"), port
+
+
+def _daemon_token() -> Optional[str]:
+    """The pairing token: RETICLE_TOKEN, else the state directory's `token` file (read, never made)."""
+    env = os.environ.get("RETICLE_TOKEN", "").strip()
+    if env:
+        return env
+    try:
+        with open(_StateDir().file("token"), "rb") as fh:
+            return fh.read().decode("ascii", "replace").strip() or None
+    except OSError:
+        return None
+
+
+# ---- the script tag, added by the middleware to the app's HTML pages (inject) ----
+
+SERVER_INJECT_MAX_BYTES = 2 << 20  # an HTML body read whole to add the script tag; a larger one passes untouched
+
+
+def _sdk_tag() -> bytes:
+    """The script tag of the daemon the middleware reports to (found as the reporter finds it)."""
+    host, port = _daemon_address()
+    return ('<script src="http://%s:%d/reticle.js"></script>' % ("[%s]" % host if ":" in host else host,
+                                                                 port)).encode("ascii")
+
+
+def _injectable(status: int, headers: Dict[str, str], length_known: bool) -> bool:
+    """Whether a response may get the script tag: an HTML page (text/html or XHTML, in an
+    ASCII-compatible charset) whose whole body is known and small (a Content-Length up to
+    SERVER_INJECT_MAX_BYTES, or a body the app already made), not compressed, not a download,
+    not 204/304.  Everything else (streams, gzip, JSON, files) passes as it is.  `headers` have
+    lower-case names."""
+    if status in (204, 304) or status < 200:
+        return False
+    ctype = headers.get("content-type", "")
+    if ctype.split(";", 1)[0].strip().lower() not in ("text/html", "application/xhtml+xml"):
+        return False
+    charset = re.search(r"charset\s*=\s*\"?([\w-]+)", ctype, re.I)
+    if charset and charset.group(1).lower().startswith(("utf-16", "utf-32", "ucs")):
+        return False
+    if headers.get("content-encoding", "identity").strip().lower() != "identity":
+        return False
+    if "attachment" in headers.get("content-disposition", "").lower():
+        return False
+    length = headers.get("content-length")
+    if length is None:
+        return length_known
+    return length.strip().isdigit() and int(length) <= SERVER_INJECT_MAX_BYTES
+
+
+def _with_sdk_tag(body: bytes) -> Optional[bytes]:
+    """`body` with the script tag before its </head>, or None: it loads reticle.js already, or has no </head>."""
+    if len(body) > SERVER_INJECT_MAX_BYTES or b"/reticle.js" in body:
+        return None
+    m = re.search(rb"</head\s*>", body, re.I)
+    if m is None:
+        return None
+    return body[:m.start()] + _sdk_tag() + body[m.start():]
+
+
+def _django_inject(response: Any) -> Any:
+    """DjangoMiddleware's injection: the tag into a whole HTML response, Content-Length kept true."""
+    if getattr(response, "streaming", False):
+        return response
+    headers = {k.lower(): v for k, v in response.items()}
+    if not _injectable(response.status_code, headers, True):
+        return response
+    body = _with_sdk_tag(response.content)
+    if body is not None:
+        response.content = body
+        if response.has_header("Content-Length"):
+            response["Content-Length"] = str(len(body))
+    return response
+
+
+def _wsgi_injecting(app: Callable) -> Callable:
+    """A WSGI app that adds the script tag to `app`'s HTML pages (wsgi(inject=True)).  A page is
+    held only when its whole body is known and small (_injectable): its start_response is
+    delayed until the body is read and changed; anything else, and an app that writes through
+    start_response's `write` or starts late (from its iterable), passes straight through."""
+
+    def reticle_inject(environ: dict, start_response: Callable) -> Any:
+        """One request: hold an injectable page's start until its body is read, then answer it whole."""
+        held: List[Any] = []
+        writer: List[Callable] = []
+        deciding = [True]
+
+        def start(status: str, headers: list, exc_info: Any = None) -> Any:
+            named = {str(k).lower(): str(v) for k, v in headers}
+            try:
+                code = int(str(status).split(" ", 1)[0])
+            except ValueError:
+                code = 0
+            if exc_info is not None or not deciding[0] or not _injectable(code, named, True):
+                held.clear()
+                return start_response(status, headers, exc_info) if exc_info is not None else \
+                    start_response(status, headers)
+            held[:] = [status, headers]
+
+            def write(data: bytes) -> None:  # the app writes before it returns: pass through, untouched
+                if not writer:
+                    writer.append(start_response(*held))
+                    held.clear()
+                writer[0](data)
+            return write
+        result = app(environ, start)
+        deciding[0] = False
+        if len(held) != 2:
+            return result  # passed through (or written through `write`)
+        status, headers = held
+        named = {str(k).lower(): str(v) for k, v in headers}
+        if "content-length" not in named and not isinstance(result, (list, tuple)):
+            start_response(status, headers)
+            return result  # an iterable of unknown length: a stream, left alone
+        try:
+            body = b"".join(result)
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+        new = _with_sdk_tag(body)
+        if new is not None:
+            headers = [(k, str(len(new)) if str(k).lower() == "content-length" else v) for k, v in headers]
+            body = new
+        start_response(status, headers)
+        return [body]
+
+    return reticle_inject
+
+
+def _asgi_injecting(app: Callable) -> Callable:
+    """An ASGI app that adds the script tag to `app`'s HTML pages (asgi(inject=True)): the
+    response start of a page with a small Content-Length is held until its body has arrived,
+    then both are sent with the tag in and the length fixed.  Streams (no Content-Length),
+    compressed and non-HTML responses, and websockets pass straight through."""
+
+    async def reticle_inject(scope: dict, receive: Callable, send: Callable) -> None:
+        """One connection: hold an injectable page's start and body parts, then send them changed."""
+        if scope.get("type") != "http":
+            await app(scope, receive, send)
+            return
+        held: List[dict] = []
+        parts: List[bytes] = []
+
+        async def release(whole: bool) -> None:
+            """Send the held start and the body read so far: changed when it is the `whole` page."""
+            start, body = held.pop(), b"".join(parts)
+            parts.clear()
+            new = _with_sdk_tag(body) if whole else None
+            if new is not None:
+                length = str(len(new)).encode("latin-1")
+                start = dict(start, headers=[(k, length if bytes(k).lower() == b"content-length" else v)
+                                             for k, v in start.get("headers") or ()])
+                body = new
+            await send(start)
+            if whole or body:
+                await send({"type": "http.response.body", "body": body, "more_body": not whole})
+
+        async def sending(message: dict) -> None:
+            kind = message.get("type")
+            if kind == "http.response.start":
+                named = {bytes(k).decode("latin-1").lower(): bytes(v).decode("latin-1")
+                         for k, v in message.get("headers") or ()}
+                if "content-length" in named and _injectable(int(message.get("status") or 0), named, False):
+                    held.append(message)
+                    return
+            elif held and kind == "http.response.body":
+                parts.append(bytes(message.get("body") or b""))
+                if not message.get("more_body"):
+                    await release(True)
+                elif sum(len(p) for p in parts) > SERVER_INJECT_MAX_BYTES:
+                    await release(False)  # longer than it said: the rest goes as it comes
+                return
+            elif held:
+                await release(False)  # something else (pathsend, trailers): the page goes as it was
+            await send(message)
+
+        await app(scope, receive, sending)
+
+    return reticle_inject
+#: end src/reticle/app_inject.py
+
+
 #: begin src/reticle/browser.py
 ###############################################################################
 # Browsers and DevTools #######################################################
@@ -12317,6 +12519,68 @@ class _RateLimiter:
 #: end src/reticle/guard.py
 
 
+#: begin src/reticle/signing.py
+###############################################################################
+# Session signing #############################################################
+###############################################################################
+# Signed session ids (HMAC-SHA256 with the machine key, via cryptography): a session id a client
+# holds proves it was minted by this daemon, and expires.
+
+class _SessionSigner:
+    """Streamable HTTP session ids: ``v1.<payload>.<mac>`` (DESIGN section 4).
+
+    payload = base64url(16 random bytes + 8-byte issued-at seconds); mac =
+    HMAC-SHA256 over ``v1.<payload>`` with the per-machine key.  Verifying
+    needs only the key, so ids stay valid across daemon restarts; the daemon
+    gives them a maximum age (SESSION_MAX_AGE_S, 30 days), after which they
+    answer 404 like an unknown id and the client initializes again.
+    """
+
+    VERSION = "v1"
+
+    def __init__(self, key: bytes, max_age_s: Optional[float] = None) -> None:
+        if len(key) < 32:
+            raise ValueError("the session signing key must be at least 32 bytes")
+        self._key = bytes(key)
+        self.max_age_s = max_age_s
+
+    def _mac(self, signed: bytes) -> bytes:
+        h = _c_hmac.HMAC(self._key, _c_hashes.SHA256())
+        h.update(signed)
+        return h.finalize()
+
+    def mint(self, now: Optional[float] = None) -> str:
+        issued = int(time.time() if now is None else now)
+        payload = _b64url(secrets.token_bytes(16) + issued.to_bytes(8, "big"))
+        signed = ("%s.%s" % (self.VERSION, payload)).encode("ascii")
+        return "%s.%s" % (signed.decode("ascii"), _b64url(self._mac(signed)))
+
+    def verify(self, session_id: Optional[str], now: Optional[float] = None) -> bool:
+        if not session_id or len(session_id) > 256:
+            return False
+        parts = session_id.split(".")
+        if len(parts) != 3 or parts[0] != self.VERSION:
+            return False
+        try:
+            payload = _b64url_decode(parts[1])
+            mac = _b64url_decode(parts[2])
+        except (ValueError, TypeError):
+            return False
+        if len(payload) != 24 or len(mac) != 32:
+            return False
+        if _b64url(payload) != parts[1] or _b64url(mac) != parts[2]:
+            return False  # reject non-canonical encodings of the same bytes
+        if not hmac.compare_digest(self._mac(("%s.%s" % (parts[0], parts[1])).encode("ascii")), mac):
+            return False
+        if self.max_age_s is not None:
+            issued = int.from_bytes(payload[16:], "big")
+            age = (time.time() if now is None else now) - issued
+            if age > self.max_age_s or age < -86400:  # too old, or from a clock a day ahead
+                return False
+        return True
+#: end src/reticle/signing.py
+
+
 #: begin src/reticle/middleware.py
 ###############################################################################
 # Server middleware ###########################################################
@@ -12569,199 +12833,6 @@ def _install_log_capture() -> None:
         logging.getLogger().addHandler(handler)
 
 
-def _daemon_address() -> Tuple[str, int]:
-    """Where the daemon is, found as the CLI finds it: RETICLE_HOST (a wildcard bind means
-    loopback) and RETICLE_PORT."""
-    host = os.environ.get("RETICLE_HOST", "").strip() or DEFAULT_HOST
-    if host in ("0.0.0.0", "::", "[::]"):
-        host = "127.0.0.1"
-    try:
-        port = int(os.environ.get("RETICLE_PORT", "").strip() or DEFAULT_PORT)
-    except ValueError:
-        port = DEFAULT_PORT
-    return host.strip("[]"), port
-
-
-def _daemon_token() -> Optional[str]:
-    """The pairing token: RETICLE_TOKEN, else the state directory's `token` file (read, never made)."""
-    env = os.environ.get("RETICLE_TOKEN", "").strip()
-    if env:
-        return env
-    try:
-        with open(_StateDir().file("token"), "rb") as fh:
-            return fh.read().decode("ascii", "replace").strip() or None
-    except OSError:
-        return None
-
-
-# ---- the script tag, added by the middleware to the app's HTML pages (inject) ----
-
-SERVER_INJECT_MAX_BYTES = 2 << 20  # an HTML body read whole to add the script tag; a larger one passes untouched
-
-
-def _sdk_tag() -> bytes:
-    """The script tag of the daemon the middleware reports to (found as the reporter finds it)."""
-    host, port = _daemon_address()
-    return ('<script src="http://%s:%d/reticle.js"></script>' % ("[%s]" % host if ":" in host else host,
-                                                                 port)).encode("ascii")
-
-
-def _injectable(status: int, headers: Dict[str, str], length_known: bool) -> bool:
-    """Whether a response may get the script tag: an HTML page (text/html or XHTML, in an
-    ASCII-compatible charset) whose whole body is known and small (a Content-Length up to
-    SERVER_INJECT_MAX_BYTES, or a body the app already made), not compressed, not a download,
-    not 204/304.  Everything else (streams, gzip, JSON, files) passes as it is.  `headers` have
-    lower-case names."""
-    if status in (204, 304) or status < 200:
-        return False
-    ctype = headers.get("content-type", "")
-    if ctype.split(";", 1)[0].strip().lower() not in ("text/html", "application/xhtml+xml"):
-        return False
-    charset = re.search(r"charset\s*=\s*\"?([\w-]+)", ctype, re.I)
-    if charset and charset.group(1).lower().startswith(("utf-16", "utf-32", "ucs")):
-        return False
-    if headers.get("content-encoding", "identity").strip().lower() != "identity":
-        return False
-    if "attachment" in headers.get("content-disposition", "").lower():
-        return False
-    length = headers.get("content-length")
-    if length is None:
-        return length_known
-    return length.strip().isdigit() and int(length) <= SERVER_INJECT_MAX_BYTES
-
-
-def _with_sdk_tag(body: bytes) -> Optional[bytes]:
-    """`body` with the script tag before its </head>, or None: it loads reticle.js already, or has no </head>."""
-    if len(body) > SERVER_INJECT_MAX_BYTES or b"/reticle.js" in body:
-        return None
-    m = re.search(rb"</head\s*>", body, re.I)
-    if m is None:
-        return None
-    return body[:m.start()] + _sdk_tag() + body[m.start():]
-
-
-def _django_inject(response: Any) -> Any:
-    """DjangoMiddleware's injection: the tag into a whole HTML response, Content-Length kept true."""
-    if getattr(response, "streaming", False):
-        return response
-    headers = {k.lower(): v for k, v in response.items()}
-    if not _injectable(response.status_code, headers, True):
-        return response
-    body = _with_sdk_tag(response.content)
-    if body is not None:
-        response.content = body
-        if response.has_header("Content-Length"):
-            response["Content-Length"] = str(len(body))
-    return response
-
-
-def _wsgi_injecting(app: Callable) -> Callable:
-    """A WSGI app that adds the script tag to `app`'s HTML pages (wsgi(inject=True)).  A page is
-    held only when its whole body is known and small (_injectable): its start_response is
-    delayed until the body is read and changed; anything else, and an app that writes through
-    start_response's `write` or starts late (from its iterable), passes straight through."""
-
-    def reticle_inject(environ: dict, start_response: Callable) -> Any:
-        """One request: hold an injectable page's start until its body is read, then answer it whole."""
-        held: List[Any] = []
-        writer: List[Callable] = []
-        deciding = [True]
-
-        def start(status: str, headers: list, exc_info: Any = None) -> Any:
-            named = {str(k).lower(): str(v) for k, v in headers}
-            try:
-                code = int(str(status).split(" ", 1)[0])
-            except ValueError:
-                code = 0
-            if exc_info is not None or not deciding[0] or not _injectable(code, named, True):
-                held.clear()
-                return start_response(status, headers, exc_info) if exc_info is not None else \
-                    start_response(status, headers)
-            held[:] = [status, headers]
-
-            def write(data: bytes) -> None:  # the app writes before it returns: pass through, untouched
-                if not writer:
-                    writer.append(start_response(*held))
-                    held.clear()
-                writer[0](data)
-            return write
-        result = app(environ, start)
-        deciding[0] = False
-        if len(held) != 2:
-            return result  # passed through (or written through `write`)
-        status, headers = held
-        named = {str(k).lower(): str(v) for k, v in headers}
-        if "content-length" not in named and not isinstance(result, (list, tuple)):
-            start_response(status, headers)
-            return result  # an iterable of unknown length: a stream, left alone
-        try:
-            body = b"".join(result)
-        finally:
-            close = getattr(result, "close", None)
-            if close is not None:
-                close()
-        new = _with_sdk_tag(body)
-        if new is not None:
-            headers = [(k, str(len(new)) if str(k).lower() == "content-length" else v) for k, v in headers]
-            body = new
-        start_response(status, headers)
-        return [body]
-
-    return reticle_inject
-
-
-def _asgi_injecting(app: Callable) -> Callable:
-    """An ASGI app that adds the script tag to `app`'s HTML pages (asgi(inject=True)): the
-    response start of a page with a small Content-Length is held until its body has arrived,
-    then both are sent with the tag in and the length fixed.  Streams (no Content-Length),
-    compressed and non-HTML responses, and websockets pass straight through."""
-
-    async def reticle_inject(scope: dict, receive: Callable, send: Callable) -> None:
-        """One connection: hold an injectable page's start and body parts, then send them changed."""
-        if scope.get("type") != "http":
-            await app(scope, receive, send)
-            return
-        held: List[dict] = []
-        parts: List[bytes] = []
-
-        async def release(whole: bool) -> None:
-            """Send the held start and the body read so far: changed when it is the `whole` page."""
-            start, body = held.pop(), b"".join(parts)
-            parts.clear()
-            new = _with_sdk_tag(body) if whole else None
-            if new is not None:
-                length = str(len(new)).encode("latin-1")
-                start = dict(start, headers=[(k, length if bytes(k).lower() == b"content-length" else v)
-                                             for k, v in start.get("headers") or ()])
-                body = new
-            await send(start)
-            if whole or body:
-                await send({"type": "http.response.body", "body": body, "more_body": not whole})
-
-        async def sending(message: dict) -> None:
-            kind = message.get("type")
-            if kind == "http.response.start":
-                named = {bytes(k).decode("latin-1").lower(): bytes(v).decode("latin-1")
-                         for k, v in message.get("headers") or ()}
-                if "content-length" in named and _injectable(int(message.get("status") or 0), named, False):
-                    held.append(message)
-                    return
-            elif held and kind == "http.response.body":
-                parts.append(bytes(message.get("body") or b""))
-                if not message.get("more_body"):
-                    await release(True)
-                elif sum(len(p) for p in parts) > SERVER_INJECT_MAX_BYTES:
-                    await release(False)  # longer than it said: the rest goes as it comes
-                return
-            elif held:
-                await release(False)  # something else (pathsend, trailers): the page goes as it was
-            await send(message)
-
-        await app(scope, receive, sending)
-
-    return reticle_inject
-
-
 _PROOF_CHALLENGE_RE = re.compile(r"^[0-9a-f]{32,128}$")
 
 
@@ -12796,6 +12867,7 @@ class _ServerReporter:
         self._warned = False
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
+        _REPORTERS[:] = [self]   # a job's record goes where the records of the requests that start jobs go
 
     def put(self, rec: dict) -> None:
         try:
@@ -12959,6 +13031,73 @@ def _redirect_mark(rec: dict, mark: str, status: Any, location: Optional[str]) -
 # What watches this process's database writes ("django", "sqlalchemy", "sqlite3"), as the watchers
 # are installed: a record made while none is names its writes "not watched", not "0 writes".
 _WATCHING: Dict[str, bool] = {}
+
+
+# ---- jobs: work a marked request starts on a thread of its own, reported under that request ----
+# A request that starts a thread running the app's own function (threading.Thread, threading.Timer) hands its
+# work to it: the thread runs with a record of its own (its writes, what it raised and
+# logged), sent when it ends, and the request's record names it (`queued`), so that the daemon adds what the
+# job did to the request's record and a verdict waits for it.  A pool's or a server's worker thread (an
+# executor's, anyio's, the server's own: _is_job) outlives the request that made it and is no job; nor is a
+# worker in another process (Celery, RQ): its own middleware, its OpenTelemetry
+# spans or a watch of the store (reticle_watch_db) hear it.
+
+JOBS_PER_REQUEST = 8
+_REPORTERS: List[Any] = []
+
+
+def _watch_threads() -> None:
+    """Once per process: threading.Thread.start notes a thread a marked request starts as its job."""
+    if _AUTO_WATCH.get("threads"):
+        return
+    _AUTO_WATCH["threads"] = True
+    start = threading.Thread.start
+
+    def reticle_start(thread: threading.Thread) -> None:
+        rec = _current_request().get()
+        if rec is not None and "job" not in rec and _is_job(thread) \
+                and len(rec.setdefault("queued", [])) < JOBS_PER_REQUEST:
+            job = {"job": secrets.token_hex(8), "thread": str(thread.name)[:80]}
+            rec["queued"].append(job)
+            _run_as_job(thread, job)
+        start(thread)
+
+    setattr(threading.Thread, "start", reticle_start)  # noqa: B010 - every thread class started from here on
+
+
+# the modules whose threads are pools' and loops' workers, which outlive the request that happened to start them
+_POOL_MODULES = ("concurrent.", "asyncio", "anyio", "asgiref", "multiprocessing", "threading", "socketserver",
+                 "queue", "sqlalchemy", "django.", "starlette", "uvicorn", "gunicorn", "werkzeug")
+
+
+def _is_job(thread: threading.Thread) -> bool:
+    """Is this thread a job (a plain Thread or Timer running the app's own function), not a pool's or a
+    server's worker (a subclass, or a target from _POOL_MODULES), which outlives the request that started it?"""
+    if type(thread) not in (threading.Thread, threading.Timer):
+        return False
+    target = getattr(thread, "_target", None) or getattr(thread, "function", None)
+    return not str(getattr(target, "__module__", "") or "").startswith(_POOL_MODULES)
+
+
+def _run_as_job(thread: threading.Thread, job: dict) -> None:
+    """The thread's run() with a record of its own current: what it writes, raises and logs, sent when it ends."""
+    run = thread.run
+
+    def reticle_run() -> None:
+        current = _current_request()
+        rec = dict(_begin_record("", "", "", "", "job"), job=job["job"], thread=job["thread"])
+        token = current.set(rec)
+        try:
+            run()
+        except BaseException as exc:
+            rec["exception"] = dict(_exception_record(exc), after="a job on thread %s" % job["thread"])
+            raise
+        finally:
+            current.reset(token)
+            if _REPORTERS:
+                _REPORTERS[0].put(_finish_record(rec))
+
+    thread.run = reticle_run  # type: ignore[method-assign]
 
 
 def _begin_record(mark: str, method: str, path: str, host: str, via: str, params: bool = False,
@@ -13671,7 +13810,9 @@ def _watch_by_monitoring(monitoring: Any, watched: Callable[[], bool]) -> bool:
 
 
 def _watch_by_default() -> None:
-    """Watch every SQLAlchemy engine and (Python 3.10+) every sqlite3 connection of the process, once."""
+    """Watch every SQLAlchemy engine and (Python 3.10+) every sqlite3 connection of the process, once, and the
+    threads a marked request starts (its jobs: _watch_threads)."""
+    _watch_threads()
     if "sqlite3" not in _AUTO_WATCH and sys.version_info >= (3, 10):
         _AUTO_WATCH["sqlite3"] = True
         sys.addaudithook(_sqlite_opened)
@@ -13752,68 +13893,6 @@ def _unseen_drivers() -> List[str]:
 #: end src/reticle/middleware.py
 
 
-#: begin src/reticle/signing.py
-###############################################################################
-# Session signing #############################################################
-###############################################################################
-# Signed session ids (HMAC-SHA256 with the machine key, via cryptography): a session id a client
-# holds proves it was minted by this daemon, and expires.
-
-class _SessionSigner:
-    """Streamable HTTP session ids: ``v1.<payload>.<mac>`` (DESIGN section 4).
-
-    payload = base64url(16 random bytes + 8-byte issued-at seconds); mac =
-    HMAC-SHA256 over ``v1.<payload>`` with the per-machine key.  Verifying
-    needs only the key, so ids stay valid across daemon restarts; the daemon
-    gives them a maximum age (SESSION_MAX_AGE_S, 30 days), after which they
-    answer 404 like an unknown id and the client initializes again.
-    """
-
-    VERSION = "v1"
-
-    def __init__(self, key: bytes, max_age_s: Optional[float] = None) -> None:
-        if len(key) < 32:
-            raise ValueError("the session signing key must be at least 32 bytes")
-        self._key = bytes(key)
-        self.max_age_s = max_age_s
-
-    def _mac(self, signed: bytes) -> bytes:
-        h = _c_hmac.HMAC(self._key, _c_hashes.SHA256())
-        h.update(signed)
-        return h.finalize()
-
-    def mint(self, now: Optional[float] = None) -> str:
-        issued = int(time.time() if now is None else now)
-        payload = _b64url(secrets.token_bytes(16) + issued.to_bytes(8, "big"))
-        signed = ("%s.%s" % (self.VERSION, payload)).encode("ascii")
-        return "%s.%s" % (signed.decode("ascii"), _b64url(self._mac(signed)))
-
-    def verify(self, session_id: Optional[str], now: Optional[float] = None) -> bool:
-        if not session_id or len(session_id) > 256:
-            return False
-        parts = session_id.split(".")
-        if len(parts) != 3 or parts[0] != self.VERSION:
-            return False
-        try:
-            payload = _b64url_decode(parts[1])
-            mac = _b64url_decode(parts[2])
-        except (ValueError, TypeError):
-            return False
-        if len(payload) != 24 or len(mac) != 32:
-            return False
-        if _b64url(payload) != parts[1] or _b64url(mac) != parts[2]:
-            return False  # reject non-canonical encodings of the same bytes
-        if not hmac.compare_digest(self._mac(("%s.%s" % (parts[0], parts[1])).encode("ascii")), mac):
-            return False
-        if self.max_age_s is not None:
-            issued = int.from_bytes(payload[16:], "big")
-            age = (time.time() if now is None else now) - issued
-            if age > self.max_age_s or age < -86400:  # too old, or from a clock a day ahead
-                return False
-        return True
-#: end src/reticle/signing.py
-
-
 #: begin src/reticle/sdk.py
 ###############################################################################
 # The in-page SDK, as served ##################################################
@@ -13831,6 +13910,354 @@ def _sdk_source(**config: object) -> str:
     return (_sdk_js().replace("__RETICLE_VERSION__", __version__)
             .replace("/*__RETICLE_CONFIG__*/null", _dumps(whole)))
 #: end src/reticle/sdk.py
+
+
+#: begin src/reticle/wire.py
+###############################################################################
+# Framework wire formats ######################################################
+###############################################################################
+# What a framework's own answer to a request means when its status does not say it: Remix and React
+# Router single fetch, Next.js server actions, Dash callbacks, SvelteKit's envelopes, Turbo streams.
+
+_SINGLE_FETCH_REDIRECT = re.compile(r'"redirect"\s*,\s*"([^"]*)"\s*,\s*"status"\s*,\s*(30[1-8])')
+_COMPONENT_LINE = re.compile(r"^[0-9a-f]{1,8}:(?=[\[{])", re.M)
+_RENDERED_ERROR = re.compile(r"^\s*(error\b|failed\b|failure\b|could not\b|couldn't\b|unable to\b)", re.I)
+
+
+def _header(d: dict, name: str) -> str:
+    headers = d["responseHeaders"] if isinstance(d.get("responseHeaders"), dict) else {}
+    return str(headers.get(name, ""))
+
+
+def _read_single_fetch(d: dict) -> Optional[str]:
+    """React Router / Remix "single fetch": a form action's answer (often 202, a turbo-stream body)
+    that carries `"redirect", "/path", "status", 302` is a redirect, not queued work."""
+    body = d.get("responseBody")
+    m = _SINGLE_FETCH_REDIRECT.search(body) if isinstance(body, str) else None
+    return "it redirects to %s (%s)" % (m.group(1), m.group(2)) if m else None
+
+
+def _read_server_action(d: dict) -> Optional[str]:
+    """React server actions: a `text/x-component` stream of `id:JSON` rows; a row whose object says
+    `ok: false`, `success: false` or carries an error is a failure inside a 200."""
+    body = d.get("responseBody")
+    if not isinstance(body, str) or not ("x-component" in _header(d, "content-type") or _COMPONENT_LINE.search(body)):
+        return None
+    for line in body.splitlines():
+        m = _COMPONENT_LINE.match(line)
+        if m is None:
+            continue
+        problem = _partial_failure(line[m.end():])
+        if problem:
+            said = problem[len("the body says "):] if problem.startswith("the body says ") else problem
+            return "the server action's answer (row %s) says %s%s" % (line[:m.end() - 1], said,
+                                                                       _row_message(line[m.end():]))
+    return None
+
+
+def _row_message(row: str) -> str:
+    """The words a failed row gives the user (its `message`), as a suffix, or ''."""
+    try:
+        data = json.loads(row)
+    except ValueError:
+        return ""
+    text = data.get("message") if isinstance(data, dict) else None
+    return ", message %r" % _short(text, 120) if isinstance(text, str) and text.strip() else ""
+
+
+def _read_dash_callback(d: dict) -> Optional[str]:
+    """Plotly Dash: a callback (POST …/_dash-update-component) always answers 200 with the new props;
+    one whose rendered text begins as an error does ("Error: … Nothing was saved.")."""
+    if "_dash-update-component" not in str(d.get("url", "")) or not isinstance(d.get("responseBody"), str):
+        return None
+    try:
+        data = json.loads(d["responseBody"])
+    except ValueError:
+        return None
+    stack = [data.get("response")] if isinstance(data, dict) else []
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, str) and _RENDERED_ERROR.search(v) and not _NO_FAILURE.search(v):
+            return "the callback rendered %r" % _short(v, 100)
+    return None
+
+
+# stricter than _RENDERED_ERROR for an endpoint of any name: an error stated ("Error: …", "Failed to …")
+_CALLBACK_ERROR = re.compile(r"^\s*((errors?|fail(ed|ures?))\s*[:!\u2013\u2014-](?!\s*(none|nil|0|zero)\b)|failed to\b|"
+                             r"could not\b|couldn't\b|unable to\b)", re.I)
+_RENDERED_KEYS = frozenset(("children", "text", "message", "content", "html", "innerHTML", "label", "notice"))
+
+
+def _read_json_callback(d: dict) -> Optional[str]:
+    """A dashboard's JSON callback under the app's own endpoint name: a write answered 2xx with the
+    new props, one of whose rendered texts (`children`, `text`, `message`, ...) states an error with
+    no negation ("Error: the row is locked. Nothing was saved.", "Failed to save"; "Error rate: 0
+    errors" and "Error reporting enabled" are not)."""
+    body = d.get("responseBody")
+    if not _is_write(d) or not isinstance(body, str) or not body.lstrip().startswith("{"):
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    stack: List[Tuple[str, Any]] = [("", data)]
+    while stack:
+        key, v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend((str(k), x) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((key, x) for x in v)
+        elif key in _RENDERED_KEYS and isinstance(v, str) and _CALLBACK_ERROR.search(v) and not _NO_FAILURE.search(v):
+            return "the callback's answer renders %r" % _short(v, 100)
+    return None
+
+
+def _sveltekit_envelope(d: dict) -> Optional[dict]:
+    """The JSON object of a SvelteKit answer: a form action's (a POST answered `{"type": "failure" |
+    "error" | "redirect" | "success", "status": …}`) or a `__data.json` load (`{"type": "data", "nodes":
+    […]}`), or None for any other call."""
+    body = d.get("responseBody")
+    if not isinstance(body, str) or not body.lstrip().startswith("{") or '"type"' not in body[:200]:
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    kind = data.get("type")
+    if _sveltekit_data_url(d):
+        return data if kind in ("data", "redirect") else None
+    if not _is_write(d):
+        return None
+    if kind == "failure" and isinstance(data.get("status"), int) and isinstance(data.get("data"), (str, type(None))):
+        return data
+    if kind == "error" and isinstance(data.get("error"), dict):
+        return data
+    if kind == "redirect" and isinstance(data.get("location"), str) and isinstance(data.get("status"), int):
+        return data
+    if kind == "success" and isinstance(data.get("status"), int) and set(data) <= {"type", "status", "data"}:
+        return data
+    return None
+
+
+def _sveltekit_data_url(d: dict) -> bool:
+    return urllib.parse.urlsplit(str(d.get("url", ""))).path.endswith("/__data.json")
+
+
+def _devalue_words(encoded: Any) -> str:
+    """The message a devalue-encoded action `data` carries (`[{"message": 1}, "Title is required"]`:
+    index 0 the object, its values indices into the array), as a suffix, or ''."""
+    try:
+        flat = json.loads(encoded) if isinstance(encoded, str) else None
+    except ValueError:
+        return ""
+    if not isinstance(flat, list) or not flat or not isinstance(flat[0], dict):
+        return ""
+    for key in ("message", "error", "errors", "reason"):
+        at = flat[0].get(key)
+        said = flat[at] if isinstance(at, int) and not isinstance(at, bool) and 0 < at < len(flat) else None
+        if isinstance(said, str) and said.strip():
+            return ", message %r" % _short(said, 120)
+    return ""
+
+
+def _sveltekit_failure(d: dict) -> Optional[Tuple[int, str]]:
+    """(status, phrase) of a SvelteKit answer that is a failure whatever its HTTP status: an action's
+    `failure` (fail(422, …)) or `error` envelope, or a `__data.json` whose nodes hold an `error` node
+    (the page renders +error.svelte); None otherwise."""
+    data = _sveltekit_envelope(d)
+    if data is None:
+        return None
+    http: int = d["status"] if isinstance(d.get("status"), int) else 200
+    if data.get("type") == "failure":
+        return int(data["status"]), "a SvelteKit action `failure` envelope with status %s%s" % (
+            data["status"], _devalue_words(data.get("data")))
+    if data.get("type") == "error":
+        status: int = data["status"] if isinstance(data.get("status"), int) else http if http >= 400 else 500
+        return status, "a SvelteKit action `error` envelope (%r)" % _short(data["error"].get("message") or "", 120)
+    nodes: List[Any] = data["nodes"] if data.get("type") == "data" and isinstance(data.get("nodes"), list) else []
+    for node in nodes:
+        if isinstance(node, dict) and node.get("type") == "error":
+            status = node["status"] if isinstance(node.get("status"), int) else 500
+            err = node["error"] if isinstance(node.get("error"), dict) else {}
+            return status, "a SvelteKit `__data.json` `error` node with status %s (%r): the page renders its " \
+                "error page" % (status, _short(err.get("message") or "", 120))
+    return None
+
+
+def _read_sveltekit_action(d: dict) -> Optional[str]:
+    data = _sveltekit_envelope(d)
+    if data is None or _sveltekit_data_url(d):
+        return None
+    failed = _sveltekit_failure(d)
+    if failed:
+        return "its answer is %s" % failed[1]
+    return None
+
+
+def _read_sveltekit_data(d: dict) -> Optional[str]:
+    failed = _sveltekit_failure(d) if _sveltekit_data_url(d) else None
+    return "its answer is %s" % failed[1] if failed else None
+
+
+def _read_sveltekit_redirect(d: dict) -> Optional[str]:
+    data = _sveltekit_envelope(d)
+    if data is None or data.get("type") != "redirect":
+        return None
+    return "it redirects to %s (a SvelteKit `redirect` envelope%s)" % (
+        data.get("location"), ", %s" % data["status"] if isinstance(data.get("status"), int) else "")
+
+
+def _read_sveltekit_success(d: dict) -> Optional[str]:
+    data = _sveltekit_envelope(d)
+    if data is None or data.get("type") != "success":
+        return None
+    return "a SvelteKit action `success` envelope with status %s" % data["status"]
+
+
+_TURBO_STREAM = re.compile(r'<turbo-stream\b[^>]*\baction="([a-z_-]+)"[^>]*?(?:\btargets?="([^"]*)")?', re.I)
+
+
+def _read_turbo_stream(d: dict) -> Optional[str]:
+    """Hotwire Turbo: a form's answer as `text/vnd.turbo-stream.html`, `<turbo-stream action=…
+    target=…>` elements the page applies: an ordinary answer (its status says how it went)."""
+    body = d.get("responseBody")
+    if "turbo-stream" not in _header(d, "content-type") and not (
+            isinstance(body, str) and body.lstrip().startswith("<turbo-stream")):
+        return None
+    steps = ["%s #%s" % (m.group(1), m.group(2)) if m.group(2) else m.group(1)
+             for m in _TURBO_STREAM.finditer(body if isinstance(body, str) else "")]
+    return "a Turbo Stream answer%s" % (" (%s)" % ", ".join(steps[:4]) if steps else "")
+
+
+class _WireFormat:
+    """One framework's answer read for what it means: `meaning` is "redirect" (not queued work, not a
+    failure), "failure" (a failure inside a 2xx) or "answer" (the framework's ordinary answer: no
+    failure, not queued work); `read(call)` says so in a phrase, or None.  A failure whose answer carries
+    a status of its own (a SvelteKit envelope) is a failed request with that status for every verdict
+    rule: the bridge reads it into the call as it arrives (_take_wire_status).  `fail`, for an ordinary
+    answer, is the body the framework itself sends when that write fails (what `verify --teeth` replays
+    as the framework's failure, under the same HTTP status and headers)."""
+
+    __slots__ = ("name", "meaning", "read", "fail")
+
+    def __init__(self, name: str, meaning: str, read: Callable[[dict], Optional[str]],
+                 fail: Optional[str] = None) -> None:
+        self.name = name
+        self.meaning = meaning
+        self.read = read
+        self.fail = fail
+
+
+# a SvelteKit action's `fail(400, {message})`, its data serialised by devalue as SvelteKit does
+_SVELTEKIT_FAILURE = json.dumps({"type": "failure", "status": 400, "data": json.dumps(
+    [{"message": 1}, "reticle verify --teeth: this write failed on purpose"], separators=(",", ":"))})
+
+
+_WIRE_FORMATS: Tuple[_WireFormat, ...] = (
+    _WireFormat("single-fetch-redirect", "redirect", _read_single_fetch),
+    _WireFormat("server-action", "failure", _read_server_action),
+    _WireFormat("dash-callback", "failure", _read_dash_callback),
+    _WireFormat("json-callback", "failure", _read_json_callback),
+    _WireFormat("sveltekit-action-failure", "failure", _read_sveltekit_action),
+    _WireFormat("sveltekit-data-error", "failure", _read_sveltekit_data),
+    _WireFormat("sveltekit-action-redirect", "redirect", _read_sveltekit_redirect),
+    _WireFormat("sveltekit-action-success", "answer", _read_sveltekit_success, _SVELTEKIT_FAILURE),
+    _WireFormat("turbo-stream", "answer", _read_turbo_stream),
+)
+
+
+def _take_wire_status(d: dict) -> None:
+    """A completed call whose 2xx answer is a framework's failure with a status of its own (see
+    _sveltekit_failure) becomes that failed request: `status` is the envelope's, `httpStatus` the
+    wire's, `ok` false, and `statusNote` says why, so `net status: 200` does not hold over it and every
+    rule reads it as failed."""
+    status = d.get("status")
+    if not isinstance(status, int) or not 200 <= status < 300 or d.get("httpStatus") is not None:
+        return
+    failed = _sveltekit_failure(d)
+    if failed is None:
+        return
+    d["httpStatus"] = status
+    d["status"] = failed[0]
+    d["ok"] = False
+    d["statusNote"] = "HTTP %s carrying %s" % (status, failed[1])
+
+
+def _framework_failure(d: dict, answer: Optional[dict]) -> Optional[dict]:
+    """The answer a completed write `d` would have got had it failed in its framework's own way (a
+    wire format's `fail`), as `answer` (_replayable_answer) has the rest: same status and headers, the
+    failure's body; None when no wire format reads `d` or has one."""
+    if answer is None:
+        return None
+    for w in _WIRE_FORMATS:
+        if w.fail is not None and w.read(d):
+            return dict(answer, body=w.fail)
+    return None
+
+
+def _wire_meaning(d: dict) -> Optional[Tuple[str, str]]:
+    """(meaning, phrase) of the first wire format that reads call `d`, or None."""
+    for w in _WIRE_FORMATS:
+        said = w.read(d)
+        if said:
+            return w.meaning, said
+    return None
+
+
+def _queued(d: dict, window: List[dict]) -> bool:
+    """A 202 is queued work only when nothing says otherwise: its answer (a single-fetch redirect, a
+    failure) or the page's next steps (a route change or a new document after it)."""
+    if _wire_meaning(d) is not None:
+        return False
+    after = [e for e in window if e["type"] == "net.request" and e["data"] is d]
+    t = after[0]["t"] if after else 0.0
+    return not any(e["t"] > t and (e["type"] == "route.change" or (e["type"] == "net.request" and e["data"].get(
+        "initiator") == "document")) for e in window)
+
+
+def _partial_failure(body: Any) -> Optional[str]:
+    """The failure a 2xx JSON body owns up to, as a phrase, else None: a top-level ok/success false or a
+    non-empty error field, or items of a results-like list flagged so ("3 of 10 results FAILED").
+    A body that is not a JSON object or array says nothing."""
+    if not isinstance(body, str) or not body.strip().startswith(("{", "[")):
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+
+    def flagged(obj: Any) -> Optional[str]:
+        if not isinstance(obj, dict):
+            return None
+        for k in ("ok", "success", "succeeded"):
+            if obj.get(k) is False:
+                return "%s: false" % k
+        for k in ("error", "errors", "errorMessage", "failureReason"):
+            v = obj.get(k)
+            if v not in (None, "", [], {}, False):
+                return "%s: %s" % (k, _short(v, 80))
+        return None
+
+    top = flagged(data)
+    if top:
+        return "the body says %s" % top
+    if isinstance(data, dict):
+        for k in ("results", "items", "data", "records", "responses"):
+            arr = data.get(k)
+            if isinstance(arr, list) and arr:
+                bad = [flagged(x) for x in arr]
+                bad = [b for b in bad if b]
+                if bad:
+                    return "%d of %d %s FAILED (%s)" % (len(bad), len(arr), k, bad[0])
+                break
+    return None
+#: end src/reticle/wire.py
 
 
 #: begin src/reticle/server_records.py
@@ -13873,6 +14300,10 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
            "ms": raw.get("ms") if isinstance(raw.get("ms"), (int, float)) else None,
            "exception": exc(raw.get("exception")),
            "statements": raw.get("statements") if isinstance(raw.get("statements"), int) else 0}
+    queued = raw.get("queued")
+    if isinstance(queued, list) and queued:   # the jobs it started on threads of their own (their records follow)
+        rec["queued"] = [{"job": q["job"][:32], "thread": str(q.get("thread") or "")[:80]}
+                         for q in queued[:8] if isinstance(q, dict) and isinstance(q.get("job"), str)]
     watched = raw.get("watched")
     if isinstance(watched, list):   # what watched the app's writes ([]: nothing did); absent: not said
         rec["watched"] = [w[:40] for w in watched[:8] if isinstance(w, str)]
@@ -13905,6 +14336,18 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
                                       for k in keys[:20] if isinstance(k, (int, str))]
     rec["writes"] = writes
     return rec
+
+
+def _clean_job_record(raw: Any) -> Optional[dict]:
+    """A job's record (work a marked request started on a thread of its own): its id and thread, and what it
+    wrote, raised and logged, cleaned as a request's are; or None."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("job"), str) or not raw["job"]:
+        return None
+    rec = _clean_server_record(dict(raw, mark="0" * 32))
+    if rec is None:
+        return None
+    return {"job": raw["job"][:32], "thread": str(raw.get("thread") or "")[:80], "writes": rec["writes"],
+            "exception": rec["exception"], "logged": rec["logged"], "ms": rec["ms"]}
 
 
 class _ServerTickets:
@@ -14623,354 +15066,6 @@ class _Stores:
             self._pool.shutdown(wait=False)
             self._pool = None
 #: end src/reticle/stores.py
-
-
-#: begin src/reticle/wire.py
-###############################################################################
-# Framework wire formats ######################################################
-###############################################################################
-# What a framework's own answer to a request means when its status does not say it: Remix and React
-# Router single fetch, Next.js server actions, Dash callbacks, SvelteKit's envelopes, Turbo streams.
-
-_SINGLE_FETCH_REDIRECT = re.compile(r'"redirect"\s*,\s*"([^"]*)"\s*,\s*"status"\s*,\s*(30[1-8])')
-_COMPONENT_LINE = re.compile(r"^[0-9a-f]{1,8}:(?=[\[{])", re.M)
-_RENDERED_ERROR = re.compile(r"^\s*(error\b|failed\b|failure\b|could not\b|couldn't\b|unable to\b)", re.I)
-
-
-def _header(d: dict, name: str) -> str:
-    headers = d["responseHeaders"] if isinstance(d.get("responseHeaders"), dict) else {}
-    return str(headers.get(name, ""))
-
-
-def _read_single_fetch(d: dict) -> Optional[str]:
-    """React Router / Remix "single fetch": a form action's answer (often 202, a turbo-stream body)
-    that carries `"redirect", "/path", "status", 302` is a redirect, not queued work."""
-    body = d.get("responseBody")
-    m = _SINGLE_FETCH_REDIRECT.search(body) if isinstance(body, str) else None
-    return "it redirects to %s (%s)" % (m.group(1), m.group(2)) if m else None
-
-
-def _read_server_action(d: dict) -> Optional[str]:
-    """React server actions: a `text/x-component` stream of `id:JSON` rows; a row whose object says
-    `ok: false`, `success: false` or carries an error is a failure inside a 200."""
-    body = d.get("responseBody")
-    if not isinstance(body, str) or not ("x-component" in _header(d, "content-type") or _COMPONENT_LINE.search(body)):
-        return None
-    for line in body.splitlines():
-        m = _COMPONENT_LINE.match(line)
-        if m is None:
-            continue
-        problem = _partial_failure(line[m.end():])
-        if problem:
-            said = problem[len("the body says "):] if problem.startswith("the body says ") else problem
-            return "the server action's answer (row %s) says %s%s" % (line[:m.end() - 1], said,
-                                                                       _row_message(line[m.end():]))
-    return None
-
-
-def _row_message(row: str) -> str:
-    """The words a failed row gives the user (its `message`), as a suffix, or ''."""
-    try:
-        data = json.loads(row)
-    except ValueError:
-        return ""
-    text = data.get("message") if isinstance(data, dict) else None
-    return ", message %r" % _short(text, 120) if isinstance(text, str) and text.strip() else ""
-
-
-def _read_dash_callback(d: dict) -> Optional[str]:
-    """Plotly Dash: a callback (POST …/_dash-update-component) always answers 200 with the new props;
-    one whose rendered text begins as an error does ("Error: … Nothing was saved.")."""
-    if "_dash-update-component" not in str(d.get("url", "")) or not isinstance(d.get("responseBody"), str):
-        return None
-    try:
-        data = json.loads(d["responseBody"])
-    except ValueError:
-        return None
-    stack = [data.get("response")] if isinstance(data, dict) else []
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-        elif isinstance(v, str) and _RENDERED_ERROR.search(v) and not _NO_FAILURE.search(v):
-            return "the callback rendered %r" % _short(v, 100)
-    return None
-
-
-# stricter than _RENDERED_ERROR for an endpoint of any name: an error stated ("Error: …", "Failed to …")
-_CALLBACK_ERROR = re.compile(r"^\s*((errors?|fail(ed|ures?))\s*[:!\u2013\u2014-](?!\s*(none|nil|0|zero)\b)|failed to\b|"
-                             r"could not\b|couldn't\b|unable to\b)", re.I)
-_RENDERED_KEYS = frozenset(("children", "text", "message", "content", "html", "innerHTML", "label", "notice"))
-
-
-def _read_json_callback(d: dict) -> Optional[str]:
-    """A dashboard's JSON callback under the app's own endpoint name: a write answered 2xx with the
-    new props, one of whose rendered texts (`children`, `text`, `message`, ...) states an error with
-    no negation ("Error: the row is locked. Nothing was saved.", "Failed to save"; "Error rate: 0
-    errors" and "Error reporting enabled" are not)."""
-    body = d.get("responseBody")
-    if not _is_write(d) or not isinstance(body, str) or not body.lstrip().startswith("{"):
-        return None
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    stack: List[Tuple[str, Any]] = [("", data)]
-    while stack:
-        key, v = stack.pop()
-        if isinstance(v, dict):
-            stack.extend((str(k), x) for k, x in v.items())
-        elif isinstance(v, list):
-            stack.extend((key, x) for x in v)
-        elif key in _RENDERED_KEYS and isinstance(v, str) and _CALLBACK_ERROR.search(v) and not _NO_FAILURE.search(v):
-            return "the callback's answer renders %r" % _short(v, 100)
-    return None
-
-
-def _sveltekit_envelope(d: dict) -> Optional[dict]:
-    """The JSON object of a SvelteKit answer: a form action's (a POST answered `{"type": "failure" |
-    "error" | "redirect" | "success", "status": …}`) or a `__data.json` load (`{"type": "data", "nodes":
-    […]}`), or None for any other call."""
-    body = d.get("responseBody")
-    if not isinstance(body, str) or not body.lstrip().startswith("{") or '"type"' not in body[:200]:
-        return None
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    kind = data.get("type")
-    if _sveltekit_data_url(d):
-        return data if kind in ("data", "redirect") else None
-    if not _is_write(d):
-        return None
-    if kind == "failure" and isinstance(data.get("status"), int) and isinstance(data.get("data"), (str, type(None))):
-        return data
-    if kind == "error" and isinstance(data.get("error"), dict):
-        return data
-    if kind == "redirect" and isinstance(data.get("location"), str) and isinstance(data.get("status"), int):
-        return data
-    if kind == "success" and isinstance(data.get("status"), int) and set(data) <= {"type", "status", "data"}:
-        return data
-    return None
-
-
-def _sveltekit_data_url(d: dict) -> bool:
-    return urllib.parse.urlsplit(str(d.get("url", ""))).path.endswith("/__data.json")
-
-
-def _devalue_words(encoded: Any) -> str:
-    """The message a devalue-encoded action `data` carries (`[{"message": 1}, "Title is required"]`:
-    index 0 the object, its values indices into the array), as a suffix, or ''."""
-    try:
-        flat = json.loads(encoded) if isinstance(encoded, str) else None
-    except ValueError:
-        return ""
-    if not isinstance(flat, list) or not flat or not isinstance(flat[0], dict):
-        return ""
-    for key in ("message", "error", "errors", "reason"):
-        at = flat[0].get(key)
-        said = flat[at] if isinstance(at, int) and not isinstance(at, bool) and 0 < at < len(flat) else None
-        if isinstance(said, str) and said.strip():
-            return ", message %r" % _short(said, 120)
-    return ""
-
-
-def _sveltekit_failure(d: dict) -> Optional[Tuple[int, str]]:
-    """(status, phrase) of a SvelteKit answer that is a failure whatever its HTTP status: an action's
-    `failure` (fail(422, …)) or `error` envelope, or a `__data.json` whose nodes hold an `error` node
-    (the page renders +error.svelte); None otherwise."""
-    data = _sveltekit_envelope(d)
-    if data is None:
-        return None
-    http: int = d["status"] if isinstance(d.get("status"), int) else 200
-    if data.get("type") == "failure":
-        return int(data["status"]), "a SvelteKit action `failure` envelope with status %s%s" % (
-            data["status"], _devalue_words(data.get("data")))
-    if data.get("type") == "error":
-        status: int = data["status"] if isinstance(data.get("status"), int) else http if http >= 400 else 500
-        return status, "a SvelteKit action `error` envelope (%r)" % _short(data["error"].get("message") or "", 120)
-    nodes: List[Any] = data["nodes"] if data.get("type") == "data" and isinstance(data.get("nodes"), list) else []
-    for node in nodes:
-        if isinstance(node, dict) and node.get("type") == "error":
-            status = node["status"] if isinstance(node.get("status"), int) else 500
-            err = node["error"] if isinstance(node.get("error"), dict) else {}
-            return status, "a SvelteKit `__data.json` `error` node with status %s (%r): the page renders its " \
-                "error page" % (status, _short(err.get("message") or "", 120))
-    return None
-
-
-def _read_sveltekit_action(d: dict) -> Optional[str]:
-    data = _sveltekit_envelope(d)
-    if data is None or _sveltekit_data_url(d):
-        return None
-    failed = _sveltekit_failure(d)
-    if failed:
-        return "its answer is %s" % failed[1]
-    return None
-
-
-def _read_sveltekit_data(d: dict) -> Optional[str]:
-    failed = _sveltekit_failure(d) if _sveltekit_data_url(d) else None
-    return "its answer is %s" % failed[1] if failed else None
-
-
-def _read_sveltekit_redirect(d: dict) -> Optional[str]:
-    data = _sveltekit_envelope(d)
-    if data is None or data.get("type") != "redirect":
-        return None
-    return "it redirects to %s (a SvelteKit `redirect` envelope%s)" % (
-        data.get("location"), ", %s" % data["status"] if isinstance(data.get("status"), int) else "")
-
-
-def _read_sveltekit_success(d: dict) -> Optional[str]:
-    data = _sveltekit_envelope(d)
-    if data is None or data.get("type") != "success":
-        return None
-    return "a SvelteKit action `success` envelope with status %s" % data["status"]
-
-
-_TURBO_STREAM = re.compile(r'<turbo-stream\b[^>]*\baction="([a-z_-]+)"[^>]*?(?:\btargets?="([^"]*)")?', re.I)
-
-
-def _read_turbo_stream(d: dict) -> Optional[str]:
-    """Hotwire Turbo: a form's answer as `text/vnd.turbo-stream.html`, `<turbo-stream action=…
-    target=…>` elements the page applies: an ordinary answer (its status says how it went)."""
-    body = d.get("responseBody")
-    if "turbo-stream" not in _header(d, "content-type") and not (
-            isinstance(body, str) and body.lstrip().startswith("<turbo-stream")):
-        return None
-    steps = ["%s #%s" % (m.group(1), m.group(2)) if m.group(2) else m.group(1)
-             for m in _TURBO_STREAM.finditer(body if isinstance(body, str) else "")]
-    return "a Turbo Stream answer%s" % (" (%s)" % ", ".join(steps[:4]) if steps else "")
-
-
-class _WireFormat:
-    """One framework's answer read for what it means: `meaning` is "redirect" (not queued work, not a
-    failure), "failure" (a failure inside a 2xx) or "answer" (the framework's ordinary answer: no
-    failure, not queued work); `read(call)` says so in a phrase, or None.  A failure whose answer carries
-    a status of its own (a SvelteKit envelope) is a failed request with that status for every verdict
-    rule: the bridge reads it into the call as it arrives (_take_wire_status).  `fail`, for an ordinary
-    answer, is the body the framework itself sends when that write fails (what `verify --teeth` replays
-    as the framework's failure, under the same HTTP status and headers)."""
-
-    __slots__ = ("name", "meaning", "read", "fail")
-
-    def __init__(self, name: str, meaning: str, read: Callable[[dict], Optional[str]],
-                 fail: Optional[str] = None) -> None:
-        self.name = name
-        self.meaning = meaning
-        self.read = read
-        self.fail = fail
-
-
-# a SvelteKit action's `fail(400, {message})`, its data serialised by devalue as SvelteKit does
-_SVELTEKIT_FAILURE = json.dumps({"type": "failure", "status": 400, "data": json.dumps(
-    [{"message": 1}, "reticle verify --teeth: this write failed on purpose"], separators=(",", ":"))})
-
-
-_WIRE_FORMATS: Tuple[_WireFormat, ...] = (
-    _WireFormat("single-fetch-redirect", "redirect", _read_single_fetch),
-    _WireFormat("server-action", "failure", _read_server_action),
-    _WireFormat("dash-callback", "failure", _read_dash_callback),
-    _WireFormat("json-callback", "failure", _read_json_callback),
-    _WireFormat("sveltekit-action-failure", "failure", _read_sveltekit_action),
-    _WireFormat("sveltekit-data-error", "failure", _read_sveltekit_data),
-    _WireFormat("sveltekit-action-redirect", "redirect", _read_sveltekit_redirect),
-    _WireFormat("sveltekit-action-success", "answer", _read_sveltekit_success, _SVELTEKIT_FAILURE),
-    _WireFormat("turbo-stream", "answer", _read_turbo_stream),
-)
-
-
-def _take_wire_status(d: dict) -> None:
-    """A completed call whose 2xx answer is a framework's failure with a status of its own (see
-    _sveltekit_failure) becomes that failed request: `status` is the envelope's, `httpStatus` the
-    wire's, `ok` false, and `statusNote` says why, so `net status: 200` does not hold over it and every
-    rule reads it as failed."""
-    status = d.get("status")
-    if not isinstance(status, int) or not 200 <= status < 300 or d.get("httpStatus") is not None:
-        return
-    failed = _sveltekit_failure(d)
-    if failed is None:
-        return
-    d["httpStatus"] = status
-    d["status"] = failed[0]
-    d["ok"] = False
-    d["statusNote"] = "HTTP %s carrying %s" % (status, failed[1])
-
-
-def _framework_failure(d: dict, answer: Optional[dict]) -> Optional[dict]:
-    """The answer a completed write `d` would have got had it failed in its framework's own way (a
-    wire format's `fail`), as `answer` (_replayable_answer) has the rest: same status and headers, the
-    failure's body; None when no wire format reads `d` or has one."""
-    if answer is None:
-        return None
-    for w in _WIRE_FORMATS:
-        if w.fail is not None and w.read(d):
-            return dict(answer, body=w.fail)
-    return None
-
-
-def _wire_meaning(d: dict) -> Optional[Tuple[str, str]]:
-    """(meaning, phrase) of the first wire format that reads call `d`, or None."""
-    for w in _WIRE_FORMATS:
-        said = w.read(d)
-        if said:
-            return w.meaning, said
-    return None
-
-
-def _queued(d: dict, window: List[dict]) -> bool:
-    """A 202 is queued work only when nothing says otherwise: its answer (a single-fetch redirect, a
-    failure) or the page's next steps (a route change or a new document after it)."""
-    if _wire_meaning(d) is not None:
-        return False
-    after = [e for e in window if e["type"] == "net.request" and e["data"] is d]
-    t = after[0]["t"] if after else 0.0
-    return not any(e["t"] > t and (e["type"] == "route.change" or (e["type"] == "net.request" and e["data"].get(
-        "initiator") == "document")) for e in window)
-
-
-def _partial_failure(body: Any) -> Optional[str]:
-    """The failure a 2xx JSON body owns up to, as a phrase, else None: a top-level ok/success false or a
-    non-empty error field, or items of a results-like list flagged so ("3 of 10 results FAILED").
-    A body that is not a JSON object or array says nothing."""
-    if not isinstance(body, str) or not body.strip().startswith(("{", "[")):
-        return None
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-
-    def flagged(obj: Any) -> Optional[str]:
-        if not isinstance(obj, dict):
-            return None
-        for k in ("ok", "success", "succeeded"):
-            if obj.get(k) is False:
-                return "%s: false" % k
-        for k in ("error", "errors", "errorMessage", "failureReason"):
-            v = obj.get(k)
-            if v not in (None, "", [], {}, False):
-                return "%s: %s" % (k, _short(v, 80))
-        return None
-
-    top = flagged(data)
-    if top:
-        return "the body says %s" % top
-    if isinstance(data, dict):
-        for k in ("results", "items", "data", "records", "responses"):
-            arr = data.get(k)
-            if isinstance(arr, list) and arr:
-                bad = [flagged(x) for x in arr]
-                bad = [b for b in bad if b]
-                if bad:
-                    return "%d of %d %s FAILED (%s)" % (len(bad), len(arr), k, bad[0])
-                break
-    return None
-#: end src/reticle/wire.py
 
 
 #: begin src/reticle/tab.py
@@ -18297,6 +18392,13 @@ def _server_records(window: List[dict]) -> List[dict]:
     return [e["data"] for e in window if e["type"] == "server.request"]
 
 
+def _jobs_running(window: List[dict]) -> List[str]:
+    """The jobs the window's requests started on threads of their own whose records have not come:
+    "POST /notes/later's job on thread Thread-3"."""
+    return ["%s's job on thread %s" % (_server_label(r), q["thread"]) for r in _server_records(window)
+            for q in r.get("queued") or () if not q.get("done")]
+
+
 def _server_label(r: dict) -> str:
     return "%s %s" % (r.get("method") or "?", r.get("path") or "/")
 
@@ -18340,6 +18442,11 @@ def _server_line(r: dict) -> str:
     if logged:
         parts.append("logged %s %s: %s" % (logged[0].get("level"), logged[0].get("logger"),
                                            _short(logged[0].get("message") or "", 80)))
+    for q in r.get("queued") or ():  # the jobs it started on threads of their own (their writes are above)
+        done = [w for w in r.get("writes") or () if w.get("job") == q["thread"]]
+        parts.append("its job on thread %s %s" % (q["thread"], "ended %.1f s after the answer, %d write%s" % (
+            q.get("afterMs", 0) / 1000.0, len(done), "" if len(done) == 1 else "s") if q.get("done")
+            else "had not ended"))
     if r.get("source") == "otel":  # where the facts came from (the middleware's records say nothing more)
         parts.append("from OpenTelemetry spans")
     return ", ".join(parts)
@@ -18869,6 +18976,9 @@ class _StitchHost(Protocol):
     @property
     def server_truth(self) -> Dict[str, Any]: ...
 
+    @property
+    def server_jobs(self) -> Dict[str, Tuple[float, dict]]: ...
+
     def clock(self) -> float: ...
 
 
@@ -18909,6 +19019,52 @@ def _replaces_spans(hub: _StitchHost, secret: str, rec: dict, sessions: List[Any
     return True
 
 
+JOB_WAIT_MS = 10_000   # a job's record that came before its request's waits this long for it
+
+
+def _add_job(rec: dict, job: dict, after_ms: float) -> bool:
+    """Add what a job did to the record of the request that started it (its writes, marked with the job's
+    thread and when it ended; its exception, unless the request raised one; what it logged) -> whether the
+    record names that job."""
+    entry = next((q for q in rec.get("queued") or () if q["job"] == job["job"]), None)
+    if entry is None or entry.get("done"):
+        return False
+    entry.update(done=True, ms=job["ms"], afterMs=round(max(0.0, after_ms)))
+    room = max(0, 50 - len(rec["writes"]))
+    rec["writes"] = rec["writes"] + [dict(w, job=job["thread"]) for w in job["writes"][:room]]
+    if job["exception"] and not rec.get("exception"):
+        rec["exception"] = job["exception"]
+    rec["logged"] = (rec.get("logged") or []) + job["logged"][:10]
+    return True
+
+
+def _stitch_job(hub: _StitchHost, raw: dict, sessions: List[Any], now: float) -> bool:
+    """A job's record: into the record of the request that started it, in whichever tab holds it; one that came
+    first waits JOB_WAIT_MS for it (_jobs_waiting) -> whether it joined a record now."""
+    job = _clean_job_record(raw)
+    if job is None:
+        return False
+    for owner in sessions:
+        for e in reversed(owner.store.query(prefix="server.request")):
+            if _add_job(e["data"], job, now - e["t"]):
+                owner._wake()
+                return True
+    for key, (t, _) in list(hub.server_jobs.items()):
+        if now - t > JOB_WAIT_MS:
+            del hub.server_jobs[key]
+    if len(hub.server_jobs) < 256:
+        hub.server_jobs[job["job"]] = (now, job)
+    return False
+
+
+def _jobs_waiting(hub: _StitchHost, rec: dict) -> None:
+    """A request's record that names jobs whose records came before it: what they did joins it now."""
+    for q in rec.get("queued") or ():
+        waiting = hub.server_jobs.pop(q["job"], None)
+        if waiting is not None:
+            _add_job(rec, waiting[1], 0.0)
+
+
 def _stitch_server_records(hub: _StitchHost, body: Any) -> dict:
     """Put each record into the window of the tab that was issued its mark, under the document and
     id the mark was issued for, once.  A mark no tab holds (a request made outside any Reticle tab,
@@ -18928,6 +19084,9 @@ def _stitch_server_records(hub: _StitchHost, body: Any) -> dict:
     stitched = unmatched = invalid = refused = 0
     now = hub.clock()
     for raw in records:
+        if isinstance(raw, dict) and raw.get("job"):
+            stitched += 1 if _stitch_job(hub, raw, sessions, now) else 0
+            continue
         rec = _clean_server_record(raw)
         if rec is None:
             invalid += 1
@@ -18958,6 +19117,7 @@ def _stitch_server_records(hub: _StitchHost, body: Any) -> dict:
             # the two leaves the mark good for the other (a non-3xx first: for a 3xx only)
             rec["documentId"], rec["requestId"] = tickets.take(
                 secret, now + SERVER_REDIRECT_MS if rec["via"] == "cookie" else None, not redirected)
+        _jobs_waiting(hub, rec)
         owner.add_server_record(rec)
         stitched += 1
     stats["received"] += len(records)
@@ -23887,9 +24047,9 @@ async def _await_server_records(session: "_BrowserSession", since: float, budget
         return False
     before = session.server_seen
     while session.now() < budget_end:
-        awaiting, _ = _server_unreported(session.now(), session.window(since), max(SERVER_WAIT_CAP_MS,
-                                                                                  session.server_grace()))
-        if not awaiting:
+        window = session.window(since)
+        awaiting, _ = _server_unreported(session.now(), window, max(SERVER_WAIT_CAP_MS, session.server_grace()))
+        if not awaiting and not _jobs_running(window):  # a job a request started: its record too (its writes)
             break
         await session.wait_change(min(50.0, budget_end - session.now()) / 1000.0)
     return session.server_seen != before
@@ -23921,8 +24081,8 @@ def _server_missing(window: List[dict], known: "_Known") -> Tuple[str, ...]:
     but for what the page sends on its own."""
     awaiting, unreported = _server_unreported(0.0, window, 0.0)
     answered = {str(e["data"].get("requestId")) for e in window if e["type"] == "net.request"}
-    return tuple(_call_label(d) for d in awaiting + unreported if str(d.get("requestId")) in answered
-                 and _call_label(d) not in known.polled)[:5]
+    return (tuple(_call_label(d) for d in awaiting + unreported if str(d.get("requestId")) in answered
+                  and _call_label(d) not in known.polled) + tuple(_jobs_running(window)))[:5]
 
 
 async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float, after_act: bool = False,
@@ -26594,6 +26754,7 @@ class Hub:
                                              "refused": 0, "lastRefused": None, "droppedByApps": 0,
                                              "lastDropAt": None}
         self.otel = _OtelTraces()   # spans waiting for their trace's SERVER span (Server truth)
+        self.server_jobs: Dict[str, Tuple[float, dict]] = {}  # jobs' records that came before their request's
         self.faults = _Faults(self)
         self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
         self.frames = _Frames(self.project_dir)  # the pages' source maps: where a request was sent from

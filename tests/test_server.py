@@ -1698,3 +1698,57 @@ def test_a_classic_form_that_comes_back_is_never_a_clean_yes(framework, device, 
         if browser is not None:
             browser.close()
         app.close()
+
+
+def _notes_in(app):
+    import sqlite3
+    with sqlite3.connect(app.db) as conn:
+        return [r[0] for r in conn.execute("SELECT title FROM note ORDER BY id")]
+
+
+@pytest.mark.parametrize("device", [False, True], ids=["tag", "device"])
+def test_a_job_the_request_starts_on_a_thread_is_heard_under_its_request(device, tmp_path, daemon, mcp):
+    """Django with Reticle's middleware and no store watched, its save run on a thread the request starts a
+    second after its 303: the middleware records the thread's work as the request's job and the daemon adds it
+    to the request's record, so the verdict waits for it: the healthy save is yes naming the job's write and
+    when it ended; the job that writes nothing is never yes; the one that rolls back, or renames another row
+    than the one the path names, is no, also under the old advice (a `server` check of 0 writes).  The truth
+    is the app's SQLite file."""
+    app = App("django", tmp_path, daemon)
+    sid, browser = open_tab(mcp, app, device=device, path="/notes/later")
+    zero = {"kind": "server", "method": "POST", "writes": {"count": 0}}
+
+    def post(path, title, until=None):
+        mcp.ok("reticle_navigate", {"sessionId": sid, "url": app.url + path})
+        mcp.ok("reticle_act", {"sessionId": sid, "action": "fill", "target": {"label": "Title"},
+                               "args": {"value": title}})
+        args = {"sessionId": sid, "action": "click", "target": {"role": "button", "name": "Save note"},
+                "detail": "full", "timeout_ms": 6000}
+        if until is not None:
+            args["until"] = until
+        return mcp.ok("reticle_act_and_wait", args, timeout=60)
+    try:
+        for n in range(2):
+            out = post("/notes/later", "Later %d" % n)
+            assert "Later %d" % n in _notes_in(app)
+            assert out["verified"] == "yes", out
+            assert "its job on thread" in out["because"] and "s after the answer, 1 write" in out["because"], out
+            out = post("/notes/later", "nothing %d" % n)
+            assert out["verified"] == "unknown" and out["verifiedReason"] == "server_wrote_nothing", out
+            assert "0 writes" in out["because"] and "its job on thread" in out["because"], out["because"]
+            for until in (None, zero):
+                out = post("/notes/later", "rollback %d" % n, until)
+                assert "rollback %d" % n not in _notes_in(app)
+                assert out["verified"] == "no", (until, out)
+                assert any(c["kind"] == "server-rolled-back" for c in out["contradictions"]), out
+        target = len(_notes_in(app))
+        for n in range(2):
+            for until in (None, zero):
+                out = post("/notes/%d/rename" % target, "wrongrow %d %s" % (n, bool(until)), until)
+                assert _notes_in(app)[target - 2].startswith("wrongrow %d" % n)
+                assert out["verified"] == "no" and any(c["kind"] == "server-wrong-row" for c in out["contradictions"]), \
+                    (until, out)
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()

@@ -129,3 +129,66 @@ def test_making_a_middleware_does_not_import_sqlalchemy_but_watches_it_once_the_
     assert result["imported_by_reticle"] is False, result
     assert "sqlalchemy" in result["watched"] and result["writes"] == [["insert", "note", True]], result
     assert result["loader"] != "_LoaderThen", result
+
+
+JOBS_APP = r'''
+import concurrent.futures, json, sqlite3, sys, threading, time
+import reticle
+
+sent = []
+db = sys.argv[1]
+sqlite3.connect(db).execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)").connection.commit()
+
+
+def write(v):
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("INSERT INTO t (v) VALUES (?)", (v,))
+    conn.close()
+
+
+class Worker(threading.Thread):
+    def run(self):
+        write("subclass")
+
+
+pool = concurrent.futures.ThreadPoolExecutor(1)
+
+
+def app(environ, start_response):
+    threading.Thread(target=write, args=("plain",), name="plain-job").start()
+    threading.Timer(0.05, write, args=("timer",)).start()
+    Worker().start()
+    pool.submit(write, "pool").result()
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"ok"]
+
+
+wrapped = reticle.wsgi(app)
+wrapped.reticle_reporter.put = sent.append
+env = {"REQUEST_METHOD": "POST", "PATH_INFO": "/save", "HTTP_HOST": "127.0.0.1", "HTTP_X_RETICLE_MARK": "%032x" % 7}
+body = wrapped(env, lambda status, headers, exc_info=None: None)
+list(body)
+body.close()
+time.sleep(0.5)
+print(json.dumps(sent, default=str))
+'''
+
+
+def test_a_thread_a_request_starts_is_its_job_and_a_pools_worker_is_not(tmp_path):
+    """A marked request that starts a plain Thread and a Timer running the app's function has two jobs: each
+    sends a record of its own with its write once it ends, and the request's record names both; a Thread
+    subclass and a pool's worker (which outlive the request) are no job, so no verdict waits for them."""
+    script = tmp_path / "jobs_app.py"
+    script.write_text(JOBS_APP)
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "jobs.db")], capture_output=True, text=True,
+                         timeout=60, cwd=os.path.dirname(HERE),
+                         env=dict(os.environ, RETICLE_PORT="9", PYTHONPATH=os.path.dirname(HERE)))
+    assert out.returncode == 0, out.stderr
+    sent = json.loads(out.stdout.strip().splitlines()[-1])
+    request = [r for r in sent if not r.get("job")]
+    jobs = [r for r in sent if r.get("job")]
+    assert len(request) == 1 and [q["thread"] for q in request[0]["queued"]][0] == "plain-job", request
+    assert sorted(q["job"] for q in request[0]["queued"]) == sorted(j["job"] for j in jobs), sent
+    assert sorted(w["op"] + " " + w["table"] for j in jobs for w in j["writes"]) == ["insert t", "insert t"], jobs
+    assert all(w["committed"] for j in jobs for w in j["writes"]) and request[0]["writes"] == [], sent

@@ -80,6 +80,7 @@ class Hub:
                                              "refused": 0, "lastRefused": None, "droppedByApps": 0,
                                              "lastDropAt": None}
         self.otel = _OtelTraces()   # spans waiting for their trace's SERVER span (Server truth)
+        self.server_jobs: Dict[str, Tuple[float, dict]] = {}  # jobs' records that came before their request's
         self.faults = _Faults(self)
         self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
         self.frames = _Frames(self.project_dir)  # the pages' source maps: where a request was sent from

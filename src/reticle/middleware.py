@@ -19,7 +19,8 @@ import time
 import urllib.parse
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from .constants import DEFAULT_HOST, DEFAULT_PORT, SERVER_MARK_COOKIE
+from .app_inject import _daemon_address, _daemon_token, _django_inject, _asgi_injecting, _wsgi_injecting
+from .constants import SERVER_MARK_COOKIE
 from .util import _StateDir, _dumps, _redact
 
 
@@ -267,199 +268,6 @@ def _install_log_capture() -> None:
         logging.getLogger().addHandler(handler)
 
 
-def _daemon_address() -> Tuple[str, int]:
-    """Where the daemon is, found as the CLI finds it: RETICLE_HOST (a wildcard bind means
-    loopback) and RETICLE_PORT."""
-    host = os.environ.get("RETICLE_HOST", "").strip() or DEFAULT_HOST
-    if host in ("0.0.0.0", "::", "[::]"):
-        host = "127.0.0.1"
-    try:
-        port = int(os.environ.get("RETICLE_PORT", "").strip() or DEFAULT_PORT)
-    except ValueError:
-        port = DEFAULT_PORT
-    return host.strip("[]"), port
-
-
-def _daemon_token() -> Optional[str]:
-    """The pairing token: RETICLE_TOKEN, else the state directory's `token` file (read, never made)."""
-    env = os.environ.get("RETICLE_TOKEN", "").strip()
-    if env:
-        return env
-    try:
-        with open(_StateDir().file("token"), "rb") as fh:
-            return fh.read().decode("ascii", "replace").strip() or None
-    except OSError:
-        return None
-
-
-# ---- the script tag, added by the middleware to the app's HTML pages (inject) ----
-
-SERVER_INJECT_MAX_BYTES = 2 << 20  # an HTML body read whole to add the script tag; a larger one passes untouched
-
-
-def _sdk_tag() -> bytes:
-    """The script tag of the daemon the middleware reports to (found as the reporter finds it)."""
-    host, port = _daemon_address()
-    return ('<script src="http://%s:%d/reticle.js"></script>' % ("[%s]" % host if ":" in host else host,
-                                                                 port)).encode("ascii")
-
-
-def _injectable(status: int, headers: Dict[str, str], length_known: bool) -> bool:
-    """Whether a response may get the script tag: an HTML page (text/html or XHTML, in an
-    ASCII-compatible charset) whose whole body is known and small (a Content-Length up to
-    SERVER_INJECT_MAX_BYTES, or a body the app already made), not compressed, not a download,
-    not 204/304.  Everything else (streams, gzip, JSON, files) passes as it is.  `headers` have
-    lower-case names."""
-    if status in (204, 304) or status < 200:
-        return False
-    ctype = headers.get("content-type", "")
-    if ctype.split(";", 1)[0].strip().lower() not in ("text/html", "application/xhtml+xml"):
-        return False
-    charset = re.search(r"charset\s*=\s*\"?([\w-]+)", ctype, re.I)
-    if charset and charset.group(1).lower().startswith(("utf-16", "utf-32", "ucs")):
-        return False
-    if headers.get("content-encoding", "identity").strip().lower() != "identity":
-        return False
-    if "attachment" in headers.get("content-disposition", "").lower():
-        return False
-    length = headers.get("content-length")
-    if length is None:
-        return length_known
-    return length.strip().isdigit() and int(length) <= SERVER_INJECT_MAX_BYTES
-
-
-def _with_sdk_tag(body: bytes) -> Optional[bytes]:
-    """`body` with the script tag before its </head>, or None: it loads reticle.js already, or has no </head>."""
-    if len(body) > SERVER_INJECT_MAX_BYTES or b"/reticle.js" in body:
-        return None
-    m = re.search(rb"</head\s*>", body, re.I)
-    if m is None:
-        return None
-    return body[:m.start()] + _sdk_tag() + body[m.start():]
-
-
-def _django_inject(response: Any) -> Any:
-    """DjangoMiddleware's injection: the tag into a whole HTML response, Content-Length kept true."""
-    if getattr(response, "streaming", False):
-        return response
-    headers = {k.lower(): v for k, v in response.items()}
-    if not _injectable(response.status_code, headers, True):
-        return response
-    body = _with_sdk_tag(response.content)
-    if body is not None:
-        response.content = body
-        if response.has_header("Content-Length"):
-            response["Content-Length"] = str(len(body))
-    return response
-
-
-def _wsgi_injecting(app: Callable) -> Callable:
-    """A WSGI app that adds the script tag to `app`'s HTML pages (wsgi(inject=True)).  A page is
-    held only when its whole body is known and small (_injectable): its start_response is
-    delayed until the body is read and changed; anything else, and an app that writes through
-    start_response's `write` or starts late (from its iterable), passes straight through."""
-
-    def reticle_inject(environ: dict, start_response: Callable) -> Any:
-        """One request: hold an injectable page's start until its body is read, then answer it whole."""
-        held: List[Any] = []
-        writer: List[Callable] = []
-        deciding = [True]
-
-        def start(status: str, headers: list, exc_info: Any = None) -> Any:
-            named = {str(k).lower(): str(v) for k, v in headers}
-            try:
-                code = int(str(status).split(" ", 1)[0])
-            except ValueError:
-                code = 0
-            if exc_info is not None or not deciding[0] or not _injectable(code, named, True):
-                held.clear()
-                return start_response(status, headers, exc_info) if exc_info is not None else \
-                    start_response(status, headers)
-            held[:] = [status, headers]
-
-            def write(data: bytes) -> None:  # the app writes before it returns: pass through, untouched
-                if not writer:
-                    writer.append(start_response(*held))
-                    held.clear()
-                writer[0](data)
-            return write
-        result = app(environ, start)
-        deciding[0] = False
-        if len(held) != 2:
-            return result  # passed through (or written through `write`)
-        status, headers = held
-        named = {str(k).lower(): str(v) for k, v in headers}
-        if "content-length" not in named and not isinstance(result, (list, tuple)):
-            start_response(status, headers)
-            return result  # an iterable of unknown length: a stream, left alone
-        try:
-            body = b"".join(result)
-        finally:
-            close = getattr(result, "close", None)
-            if close is not None:
-                close()
-        new = _with_sdk_tag(body)
-        if new is not None:
-            headers = [(k, str(len(new)) if str(k).lower() == "content-length" else v) for k, v in headers]
-            body = new
-        start_response(status, headers)
-        return [body]
-
-    return reticle_inject
-
-
-def _asgi_injecting(app: Callable) -> Callable:
-    """An ASGI app that adds the script tag to `app`'s HTML pages (asgi(inject=True)): the
-    response start of a page with a small Content-Length is held until its body has arrived,
-    then both are sent with the tag in and the length fixed.  Streams (no Content-Length),
-    compressed and non-HTML responses, and websockets pass straight through."""
-
-    async def reticle_inject(scope: dict, receive: Callable, send: Callable) -> None:
-        """One connection: hold an injectable page's start and body parts, then send them changed."""
-        if scope.get("type") != "http":
-            await app(scope, receive, send)
-            return
-        held: List[dict] = []
-        parts: List[bytes] = []
-
-        async def release(whole: bool) -> None:
-            """Send the held start and the body read so far: changed when it is the `whole` page."""
-            start, body = held.pop(), b"".join(parts)
-            parts.clear()
-            new = _with_sdk_tag(body) if whole else None
-            if new is not None:
-                length = str(len(new)).encode("latin-1")
-                start = dict(start, headers=[(k, length if bytes(k).lower() == b"content-length" else v)
-                                             for k, v in start.get("headers") or ()])
-                body = new
-            await send(start)
-            if whole or body:
-                await send({"type": "http.response.body", "body": body, "more_body": not whole})
-
-        async def sending(message: dict) -> None:
-            kind = message.get("type")
-            if kind == "http.response.start":
-                named = {bytes(k).decode("latin-1").lower(): bytes(v).decode("latin-1")
-                         for k, v in message.get("headers") or ()}
-                if "content-length" in named and _injectable(int(message.get("status") or 0), named, False):
-                    held.append(message)
-                    return
-            elif held and kind == "http.response.body":
-                parts.append(bytes(message.get("body") or b""))
-                if not message.get("more_body"):
-                    await release(True)
-                elif sum(len(p) for p in parts) > SERVER_INJECT_MAX_BYTES:
-                    await release(False)  # longer than it said: the rest goes as it comes
-                return
-            elif held:
-                await release(False)  # something else (pathsend, trailers): the page goes as it was
-            await send(message)
-
-        await app(scope, receive, sending)
-
-    return reticle_inject
-
-
 _PROOF_CHALLENGE_RE = re.compile(r"^[0-9a-f]{32,128}$")
 
 
@@ -494,6 +302,7 @@ class _ServerReporter:
         self._warned = False
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
+        _REPORTERS[:] = [self]   # a job's record goes where the records of the requests that start jobs go
 
     def put(self, rec: dict) -> None:
         try:
@@ -657,6 +466,73 @@ def _redirect_mark(rec: dict, mark: str, status: Any, location: Optional[str]) -
 # What watches this process's database writes ("django", "sqlalchemy", "sqlite3"), as the watchers
 # are installed: a record made while none is names its writes "not watched", not "0 writes".
 _WATCHING: Dict[str, bool] = {}
+
+
+# ---- jobs: work a marked request starts on a thread of its own, reported under that request ----
+# A request that starts a thread running the app's own function (threading.Thread, threading.Timer) hands its
+# work to it: the thread runs with a record of its own (its writes, what it raised and
+# logged), sent when it ends, and the request's record names it (`queued`), so that the daemon adds what the
+# job did to the request's record and a verdict waits for it.  A pool's or a server's worker thread (an
+# executor's, anyio's, the server's own: _is_job) outlives the request that made it and is no job; nor is a
+# worker in another process (Celery, RQ): its own middleware, its OpenTelemetry
+# spans or a watch of the store (reticle_watch_db) hear it.
+
+JOBS_PER_REQUEST = 8
+_REPORTERS: List[Any] = []
+
+
+def _watch_threads() -> None:
+    """Once per process: threading.Thread.start notes a thread a marked request starts as its job."""
+    if _AUTO_WATCH.get("threads"):
+        return
+    _AUTO_WATCH["threads"] = True
+    start = threading.Thread.start
+
+    def reticle_start(thread: threading.Thread) -> None:
+        rec = _current_request().get()
+        if rec is not None and "job" not in rec and _is_job(thread) \
+                and len(rec.setdefault("queued", [])) < JOBS_PER_REQUEST:
+            job = {"job": secrets.token_hex(8), "thread": str(thread.name)[:80]}
+            rec["queued"].append(job)
+            _run_as_job(thread, job)
+        start(thread)
+
+    setattr(threading.Thread, "start", reticle_start)  # noqa: B010 - every thread class started from here on
+
+
+# the modules whose threads are pools' and loops' workers, which outlive the request that happened to start them
+_POOL_MODULES = ("concurrent.", "asyncio", "anyio", "asgiref", "multiprocessing", "threading", "socketserver",
+                 "queue", "sqlalchemy", "django.", "starlette", "uvicorn", "gunicorn", "werkzeug")
+
+
+def _is_job(thread: threading.Thread) -> bool:
+    """Is this thread a job (a plain Thread or Timer running the app's own function), not a pool's or a
+    server's worker (a subclass, or a target from _POOL_MODULES), which outlives the request that started it?"""
+    if type(thread) not in (threading.Thread, threading.Timer):
+        return False
+    target = getattr(thread, "_target", None) or getattr(thread, "function", None)
+    return not str(getattr(target, "__module__", "") or "").startswith(_POOL_MODULES)
+
+
+def _run_as_job(thread: threading.Thread, job: dict) -> None:
+    """The thread's run() with a record of its own current: what it writes, raises and logs, sent when it ends."""
+    run = thread.run
+
+    def reticle_run() -> None:
+        current = _current_request()
+        rec = dict(_begin_record("", "", "", "", "job"), job=job["job"], thread=job["thread"])
+        token = current.set(rec)
+        try:
+            run()
+        except BaseException as exc:
+            rec["exception"] = dict(_exception_record(exc), after="a job on thread %s" % job["thread"])
+            raise
+        finally:
+            current.reset(token)
+            if _REPORTERS:
+                _REPORTERS[0].put(_finish_record(rec))
+
+    thread.run = reticle_run  # type: ignore[method-assign]
 
 
 def _begin_record(mark: str, method: str, path: str, host: str, via: str, params: bool = False,
@@ -1369,7 +1245,9 @@ def _watch_by_monitoring(monitoring: Any, watched: Callable[[], bool]) -> bool:
 
 
 def _watch_by_default() -> None:
-    """Watch every SQLAlchemy engine and (Python 3.10+) every sqlite3 connection of the process, once."""
+    """Watch every SQLAlchemy engine and (Python 3.10+) every sqlite3 connection of the process, once, and the
+    threads a marked request starts (its jobs: _watch_threads)."""
+    _watch_threads()
     if "sqlite3" not in _AUTO_WATCH and sys.version_info >= (3, 10):
         _AUTO_WATCH["sqlite3"] = True
         sys.addaudithook(_sqlite_opened)

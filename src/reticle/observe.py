@@ -23,7 +23,7 @@ from .frames import _answered, _localhost_name, _locate
 from .judge import _expects_error, _holds_count, _judge, _judge_final, _message_failures, _stale_message
 from .observation import _Observation, _ReadFailed, _leaf_key, _leaves
 from .predicates import _PREDICATE_KINDS, _describe_predicate, _frame_label
-from .server_judge import _server_unreported
+from .server_judge import _jobs_running, _server_unreported
 from .store_judge import _store_awaited
 from .tab import _BrowserSession, _Known
 from .util import _is_loopback_host, _normalise_origin, _short
@@ -230,9 +230,9 @@ async def _await_server_records(session: "_BrowserSession", since: float, budget
         return False
     before = session.server_seen
     while session.now() < budget_end:
-        awaiting, _ = _server_unreported(session.now(), session.window(since), max(SERVER_WAIT_CAP_MS,
-                                                                                  session.server_grace()))
-        if not awaiting:
+        window = session.window(since)
+        awaiting, _ = _server_unreported(session.now(), window, max(SERVER_WAIT_CAP_MS, session.server_grace()))
+        if not awaiting and not _jobs_running(window):  # a job a request started: its record too (its writes)
             break
         await session.wait_change(min(50.0, budget_end - session.now()) / 1000.0)
     return session.server_seen != before
@@ -264,8 +264,8 @@ def _server_missing(window: List[dict], known: "_Known") -> Tuple[str, ...]:
     but for what the page sends on its own."""
     awaiting, unreported = _server_unreported(0.0, window, 0.0)
     answered = {str(e["data"].get("requestId")) for e in window if e["type"] == "net.request"}
-    return tuple(_call_label(d) for d in awaiting + unreported if str(d.get("requestId")) in answered
-                 and _call_label(d) not in known.polled)[:5]
+    return (tuple(_call_label(d) for d in awaiting + unreported if str(d.get("requestId")) in answered
+                  and _call_label(d) not in known.polled) + tuple(_jobs_running(window)))[:5]
 
 
 async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float, after_act: bool = False,

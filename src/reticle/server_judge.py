@@ -27,6 +27,13 @@ def _server_records(window: List[dict]) -> List[dict]:
     return [e["data"] for e in window if e["type"] == "server.request"]
 
 
+def _jobs_running(window: List[dict]) -> List[str]:
+    """The jobs the window's requests started on threads of their own whose records have not come:
+    "POST /notes/later's job on thread Thread-3"."""
+    return ["%s's job on thread %s" % (_server_label(r), q["thread"]) for r in _server_records(window)
+            for q in r.get("queued") or () if not q.get("done")]
+
+
 def _server_label(r: dict) -> str:
     return "%s %s" % (r.get("method") or "?", r.get("path") or "/")
 
@@ -70,6 +77,11 @@ def _server_line(r: dict) -> str:
     if logged:
         parts.append("logged %s %s: %s" % (logged[0].get("level"), logged[0].get("logger"),
                                            _short(logged[0].get("message") or "", 80)))
+    for q in r.get("queued") or ():  # the jobs it started on threads of their own (their writes are above)
+        done = [w for w in r.get("writes") or () if w.get("job") == q["thread"]]
+        parts.append("its job on thread %s %s" % (q["thread"], "ended %.1f s after the answer, %d write%s" % (
+            q.get("afterMs", 0) / 1000.0, len(done), "" if len(done) == 1 else "s") if q.get("done")
+            else "had not ended"))
     if r.get("source") == "otel":  # where the facts came from (the middleware's records say nothing more)
         parts.append("from OpenTelemetry spans")
     return ", ".join(parts)

@@ -49,6 +49,10 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
            "ms": raw.get("ms") if isinstance(raw.get("ms"), (int, float)) else None,
            "exception": exc(raw.get("exception")),
            "statements": raw.get("statements") if isinstance(raw.get("statements"), int) else 0}
+    queued = raw.get("queued")
+    if isinstance(queued, list) and queued:   # the jobs it started on threads of their own (their records follow)
+        rec["queued"] = [{"job": q["job"][:32], "thread": str(q.get("thread") or "")[:80]}
+                         for q in queued[:8] if isinstance(q, dict) and isinstance(q.get("job"), str)]
     watched = raw.get("watched")
     if isinstance(watched, list):   # what watched the app's writes ([]: nothing did); absent: not said
         rec["watched"] = [w[:40] for w in watched[:8] if isinstance(w, str)]
@@ -81,6 +85,18 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
                                       for k in keys[:20] if isinstance(k, (int, str))]
     rec["writes"] = writes
     return rec
+
+
+def _clean_job_record(raw: Any) -> Optional[dict]:
+    """A job's record (work a marked request started on a thread of its own): its id and thread, and what it
+    wrote, raised and logged, cleaned as a request's are; or None."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("job"), str) or not raw["job"]:
+        return None
+    rec = _clean_server_record(dict(raw, mark="0" * 32))
+    if rec is None:
+        return None
+    return {"job": raw["job"][:32], "thread": str(raw.get("thread") or "")[:80], "writes": rec["writes"],
+            "exception": rec["exception"], "logged": rec["logged"], "ms": rec["ms"]}
 
 
 class _ServerTickets:

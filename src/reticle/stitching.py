@@ -8,12 +8,12 @@ tab's own page did not send is refused.
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any, Dict, List, Optional, Protocol
+from typing import Any, Dict, List, Optional, Protocol, Tuple
 
 from .bridge import _Bridge
 from .errors import _HttpRefusal
 from .middleware import SERVER_MAX_RECORDS, SERVER_REDIRECT_MS, SERVER_TICKET_SITES
-from .server_records import _clean_server_record
+from .server_records import _clean_job_record, _clean_server_record
 from .tab import _BrowserSession
 
 
@@ -25,6 +25,9 @@ class _StitchHost(Protocol):
 
     @property
     def server_truth(self) -> Dict[str, Any]: ...
+
+    @property
+    def server_jobs(self) -> Dict[str, Tuple[float, dict]]: ...
 
     def clock(self) -> float: ...
 
@@ -66,6 +69,52 @@ def _replaces_spans(hub: _StitchHost, secret: str, rec: dict, sessions: List[Any
     return True
 
 
+JOB_WAIT_MS = 10_000   # a job's record that came before its request's waits this long for it
+
+
+def _add_job(rec: dict, job: dict, after_ms: float) -> bool:
+    """Add what a job did to the record of the request that started it (its writes, marked with the job's
+    thread and when it ended; its exception, unless the request raised one; what it logged) -> whether the
+    record names that job."""
+    entry = next((q for q in rec.get("queued") or () if q["job"] == job["job"]), None)
+    if entry is None or entry.get("done"):
+        return False
+    entry.update(done=True, ms=job["ms"], afterMs=round(max(0.0, after_ms)))
+    room = max(0, 50 - len(rec["writes"]))
+    rec["writes"] = rec["writes"] + [dict(w, job=job["thread"]) for w in job["writes"][:room]]
+    if job["exception"] and not rec.get("exception"):
+        rec["exception"] = job["exception"]
+    rec["logged"] = (rec.get("logged") or []) + job["logged"][:10]
+    return True
+
+
+def _stitch_job(hub: _StitchHost, raw: dict, sessions: List[Any], now: float) -> bool:
+    """A job's record: into the record of the request that started it, in whichever tab holds it; one that came
+    first waits JOB_WAIT_MS for it (_jobs_waiting) -> whether it joined a record now."""
+    job = _clean_job_record(raw)
+    if job is None:
+        return False
+    for owner in sessions:
+        for e in reversed(owner.store.query(prefix="server.request")):
+            if _add_job(e["data"], job, now - e["t"]):
+                owner._wake()
+                return True
+    for key, (t, _) in list(hub.server_jobs.items()):
+        if now - t > JOB_WAIT_MS:
+            del hub.server_jobs[key]
+    if len(hub.server_jobs) < 256:
+        hub.server_jobs[job["job"]] = (now, job)
+    return False
+
+
+def _jobs_waiting(hub: _StitchHost, rec: dict) -> None:
+    """A request's record that names jobs whose records came before it: what they did joins it now."""
+    for q in rec.get("queued") or ():
+        waiting = hub.server_jobs.pop(q["job"], None)
+        if waiting is not None:
+            _add_job(rec, waiting[1], 0.0)
+
+
 def _stitch_server_records(hub: _StitchHost, body: Any) -> dict:
     """Put each record into the window of the tab that was issued its mark, under the document and
     id the mark was issued for, once.  A mark no tab holds (a request made outside any Reticle tab,
@@ -85,6 +134,9 @@ def _stitch_server_records(hub: _StitchHost, body: Any) -> dict:
     stitched = unmatched = invalid = refused = 0
     now = hub.clock()
     for raw in records:
+        if isinstance(raw, dict) and raw.get("job"):
+            stitched += 1 if _stitch_job(hub, raw, sessions, now) else 0
+            continue
         rec = _clean_server_record(raw)
         if rec is None:
             invalid += 1
@@ -115,6 +167,7 @@ def _stitch_server_records(hub: _StitchHost, body: Any) -> dict:
             # the two leaves the mark good for the other (a non-3xx first: for a 3xx only)
             rec["documentId"], rec["requestId"] = tickets.take(
                 secret, now + SERVER_REDIRECT_MS if rec["via"] == "cookie" else None, not redirected)
+        _jobs_waiting(hub, rec)
         owner.add_server_record(rec)
         stitched += 1
     stats["received"] += len(records)
