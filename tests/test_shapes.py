@@ -3,9 +3,11 @@ Chromium through a real MCP client, with the truth checked on the server: what t
 is told (ui.alert), streamed responses (net.stream), response headers, socket frames."""
 
 import json
+import os
 
 import pytest
 
+from _dialects_app import HTMX_JS, REFUSED, DialectsApp, DialectsServer
 from _harness import observe_all, Live, chromium_path, wait_until
 from _shapes_app import BIG_FEED_BYTES, FEED_ROWS, NOT_FOUND, Shapes
 
@@ -430,3 +432,104 @@ def test_a_dialog_around_an_invalid_field_is_reported_beside_it(live):
     shown = [(a["source"], a.get("field"), a["text"]) for a in alerts(live, since)[1:]]
     assert shown == [("invalid", "Confirmation", "Type DELETE exactly"),
                      ("alertdialog", None, "Type DELETE to confirm Type DELETE exactly")]
+
+
+# -- the failure dialects of issue 46 #4, on a Flask app (tests/_dialects_app.py): an htmx answer's failure
+# wherever it lands; with the script tag and in a device ---------------------------------------------------
+
+DIALECTS = DialectsApp()
+
+
+@pytest.fixture(scope="module")
+def dialects(tmp_path_factory):
+    """A daemon, the Flask app, a Chromium tab on it (the script tag) and an MCP client of their own: a tab
+    is one session per origin (its id lives in the origin's sessionStorage), so the module's tab stays home."""
+    lv = Live(tmp_path_factory.mktemp("dialects"), None, path="/htmx/after/",
+              server=lambda daemon: DialectsServer(DIALECTS, daemon))
+    yield lv
+    lv.close()
+
+
+@pytest.fixture(scope="module")
+def dialects_device(dialects):
+    opened = dialects.mcp.ok("reticle_open", {"url": dialects.app.url + "/htmx/after/"})
+    yield opened["sessionId"]
+    dialects.mcp.call("reticle_close", {"sessionId": opened["sessionId"]})
+
+
+@pytest.fixture(params=["tag", "device"])
+def session(request, dialects):
+    """The session of one mode: the dialects' own tab (the script tag) or their device."""
+    if request.param == "device":
+        return request.getfixturevalue("dialects_device")
+    tabs = [t["sessionId"] for t in dialects.mcp.ok("reticle_sessions")["sessions"] if not t.get("device")]
+    assert len(tabs) == 1, tabs
+    return tabs[0]
+
+
+def open_dialect(dialects, sid, path):
+    DIALECTS.reset()
+    nav = dialects.mcp.ok("reticle_navigate", {"url": dialects.app.url + path, "sessionId": sid})
+    assert nav["confirmed"] is True, nav
+
+
+def save_note(dialects, sid, title, **extra):
+    """Fill the title and press Save -> the act's verdict (no `until` unless given)."""
+    dialects.mcp.ok("reticle_act", {"target": {"label": "Title"}, "action": "fill", "args": {"value": title},
+                                "sessionId": sid})
+    return dialects.mcp.ok("reticle_act_and_wait", dict({"target": {"role": "button", "name": "Save"},
+                                                     "action": "click", "timeout_ms": 4000, "sessionId": sid},
+                                                    **extra))
+
+
+HTMX_POSTED = {"kind": "net", "method": "POST", "urlContains": "/notes", "status": 200}
+needs_htmx = pytest.mark.skipif(not os.path.exists(HTMX_JS), reason="needs htmx.org (sh tests/bootstrap.sh)")
+
+
+@needs_htmx
+@pytest.mark.parametrize("how", ["after", "outer", "end", "oob"])
+def test_an_htmx_answer_marked_as_an_error_is_no_wherever_it_lands(dialects, session, how):
+    """A refusal answered 200 whose fragment is marked as an error (no word of failure in it) lands after
+    the form, replaces a box beside it, is appended to a list below it or is swapped out of band into the
+    header: `no` every time it is repeated and every way it is asked; the server stored nothing."""
+    open_dialect(dialects, session, "/htmx/%s/" % how)
+    DIALECTS.refuse = True
+    out = save_note(dialects, session, "Groceries", until={"kind": "text", "contains": "title is taken"})
+    assert out["verified"] == "yes", out  # the predicate asks for the refusal itself
+    for title in ("Groceries", "Groceries again"):
+        out = save_note(dialects, session, title)
+        assert (out["verified"], out["verifiedReason"]) == ("no", "failure_observed"), out
+        assert REFUSED in out["because"] and "act's answer" in out["because"], out
+    out = save_note(dialects, session, "Groceries", until=HTMX_POSTED)
+    assert out["verified"] == "no" and REFUSED in out["because"], out
+    dialects.mcp.ok("reticle_act", {"target": {"role": "button", "name": "Save"}, "action": "click", "sessionId": session})
+    out = dialects.mcp.ok("reticle_assert", {"predicate": HTMX_POSTED, "timeout_ms": 3000, "sessionId": session})
+    assert out["verified"] == "no" and REFUSED in out["because"], out
+    assert DIALECTS.notes() == []
+
+
+@needs_htmx
+@pytest.mark.parametrize("how", ["after", "outer", "end", "oob", "words"])
+def test_a_healthy_htmx_answer_is_yes_wherever_it_lands(dialects, session, how):
+    open_dialect(dialects, session, "/htmx/%s/" % how)
+    for title in ("Groceries", "Errands"):
+        out = save_note(dialects, session, title)
+        assert out["verified"] == "yes", out
+    out = save_note(dialects, session, "Books", until=HTMX_POSTED)
+    assert out["verified"] == "yes", out
+    assert DIALECTS.notes() == ["Groceries", "Errands", "Books"]
+
+
+@needs_htmx
+def test_an_htmx_answer_in_words_of_failure_is_no_then_unknown_when_it_only_repeats_itself(dialects, session):
+    """Plain words, no mark: the act's answer saying "Could not save the note." where it lands is `no`; the
+    next refusal only puts the same words back in place of themselves (as a list re-rendered whole puts back
+    a row that says "failed"), which is not known to be the act's: `unknown` (failure_text_shown)."""
+    open_dialect(dialects, session, "/htmx/words/")
+    DIALECTS.refuse = True
+    out = save_note(dialects, session, "Groceries")
+    assert (out["verified"], out["verifiedReason"]) == ("no", "failure_observed"), out
+    assert "Could not save the note" in out["because"], out
+    out = save_note(dialects, session, "Groceries")
+    assert (out["verified"], out["verifiedReason"]) == ("unknown", "failure_text_shown"), out
+    assert DIALECTS.notes() == []
