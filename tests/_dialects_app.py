@@ -1,6 +1,6 @@
 """A small Flask app for the failure dialects of issue 46 #4: what a fetch-and-swap answer carries (real
-htmx 2).  It runs in a thread of the test process (`DialectsServer`); every page loads the SDK with the
-script tag, and a device opens the same URLs.
+htmx 2), and Astro's action envelopes.  It runs in a thread of the test process (`DialectsServer`); every page
+loads the SDK with the script tag, and a device opens the same URLs.
 
 - `/htmx/<how>/`: a notes form under real htmx (`hx-post`, the script from tests/.js/node_modules/htmx.org).
   The server answers 200 either way (htmx 2 swaps no 4xx or 5xx answer by default, so htmx apps answer a
@@ -17,6 +17,13 @@ script tag, and a device opens the same URLs.
   - `words`: `hx-target="#messages"` (innerHTML): refused, `<p>Could not save the note.</p>` (words, no mark).
   A saved note answers "Saved “<title>”." in the same places (the `oob` flash `<p class="notice">`), marked as
   nothing.  `app.refuse` makes the next saves refused.
+- `/astro/`: a page that calls an Astro action the way Astro's client does (`POST /_actions/notes.create`,
+  a JSON body, `Accept: application/json`) and trusts the HTTP status: it says "Saved" for any 2xx (the
+  planted bug).  The action answers with Astro's own bodies (ASTRO_*): a success is 200
+  `application/json+devalue`; `app.astro` picks a failure: "error" (an ActionError CONFLICT, 409
+  `application/json`), "error-200" (the same envelope under HTTP 200, as a proxy or a hand-rolled handler
+  answers it), "input" (an ActionInputError, 400), "data-failure" (a 200 whose devalue data says
+  `ok: false`).
 
 The truth is `app.notes()`: the titles the server stored.
 """
@@ -31,6 +38,33 @@ from _harness import NODE_MODULES
 
 HTMX_JS = os.path.join(NODE_MODULES, "htmx.org", "dist", "htmx.min.js")
 REFUSED = "That title is taken."
+
+# Astro's answers, as astro 5 (packages/astro/src/actions/runtime/server.ts, serializeActionResult) writes them:
+# data through devalue's stringify (a flat array, index 0 the root, every value an index into it; a Date as
+# ["Date", iso]), errors as JSON.stringify({...error, message}) of an ActionError (its class fields type, code,
+# status, then the message) or {type, issues, fields} of an ActionInputError (zod's issues).
+ASTRO_DATA = ('[{"ok":1,"note":2},true,{"id":3,"title":4,"created":5},7,"Groceries",'
+              '["Date","2025-03-01T09:30:00.000Z"]]')
+ASTRO_ERROR = '{"type":"AstroActionError","code":"CONFLICT","status":409,"message":"That title is taken."}'
+ASTRO_INPUT_ERROR = ('{"type":"AstroActionInputError","issues":[{"code":"too_small","minimum":1,"type":"string",'
+                     '"inclusive":true,"exact":false,"message":"String must contain at least 1 character(s)",'
+                     '"path":["title"]}],"fields":{"title":["String must contain at least 1 character(s)"]}}')
+# astro 4.15's ActionInputError: the whole error spread (code, status and the message too)
+ASTRO4_INPUT_ERROR = ('{"type":"AstroActionInputError","code":"BAD_REQUEST","status":400,"issues":[{"code":'
+                      '"too_small","minimum":1,"type":"string","inclusive":true,"exact":false,"message":"String '
+                      'must contain at least 1 character(s)","path":["title"]}],"fields":{"title":["String must '
+                      'contain at least 1 character(s)"]},"message":"Failed to validate: title"}')
+# an action that returns its failure as data instead of throwing: {ok: false, error: "That title is taken."}
+ASTRO_DATA_FAILURE = '[{"ok":1,"error":2},false,"That title is taken."]'
+DEVALUE = "application/json+devalue"
+# (HTTP status, content type, body) of each answer app.astro picks
+ASTRO_ANSWERS = {
+    "data": (200, DEVALUE, ASTRO_DATA),
+    "error": (409, "application/json", ASTRO_ERROR),
+    "error-200": (200, "application/json", ASTRO_ERROR),
+    "input": (400, "application/json", ASTRO_INPUT_ERROR),
+    "data-failure": (200, DEVALUE, ASTRO_DATA_FAILURE),
+}
 
 _HEAD = """<!doctype html><html><head><meta charset="utf-8"><title>Notes</title>
 <script src="%(daemon)s/reticle.js"></script>%(more)s
@@ -74,6 +108,21 @@ def htmx_answer(how, title, saved):
     return "<p>%s</p>" % (said if saved else "Could not save the note.")
 
 
+ASTRO_PAGE = """<body><main><h1>Notes</h1>
+<form id="note-form"><label>Title <input name="title"></label><button>Save</button></form>
+<p id="said"></p>
+<script>
+  // Astro's client: POST /_actions/<name>, JSON, Accept: application/json; this page trusts the status
+  document.getElementById("note-form").addEventListener("submit", function (e) {
+    e.preventDefault();
+    var title = e.target.elements.title.value;
+    fetch("/_actions/notes.create", {method: "POST", body: JSON.stringify({title: title}),
+                                     headers: {"Accept": "application/json", "Content-Type": "application/json"}})
+      .then(function (r) { return r.text().then(function () { if (r.ok) document.getElementById("said").textContent = "Saved"; }); });
+  });
+</script></main></body></html>"""
+
+
 class DialectsApp:
     """The server side: its store of notes is the truth a test checks."""
 
@@ -84,6 +133,7 @@ class DialectsApp:
     def reset(self):
         with self._lock:
             self.refuse = False  # the next htmx saves are refused
+            self.astro = "data"  # the answer the next Astro action gives (ASTRO_ANSWERS)
             self._notes = []
 
     def notes(self):
@@ -114,6 +164,17 @@ class DialectsApp:
             if saved:
                 self._store(title)
             return htmx_answer(how, title, saved)
+
+        @app.get("/astro/")
+        def astro():
+            return _HEAD % {"daemon": daemon, "more": ""} + ASTRO_PAGE
+
+        @app.post("/_actions/notes.create")
+        def astro_action():
+            status, ctype, body = ASTRO_ANSWERS[self.astro]
+            if self.astro == "data":
+                self._store(str((request.get_json(silent=True) or {}).get("title", "")))
+            return Response(body, status=status, content_type=ctype)
 
         return app
 

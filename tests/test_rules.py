@@ -8,6 +8,7 @@ import re
 import pytest
 
 import reticle
+from _dialects_app import ASTRO_DATA, ASTRO_DATA_FAILURE, ASTRO_ERROR, DEVALUE
 from _events import call
 from _events import ev
 
@@ -493,6 +494,17 @@ WIRE = [
      call(5, method="GET", url="/notes", body=SK_REDIRECT)),
     ("sveltekit-action-success", call(5, url="/notes?/create", body=SK_SUCCESS), "answer",
      call(5, url="/notes?/create", body='{"type":"success","status":200,"data":"x","user":{"id":1}}')),
+    # Astro's actions (tests/_dialects_app.py has the bodies as Astro writes them)
+    ("astro-action-error", call(5, url="/_actions/notes.create", body=ASTRO_ERROR,
+                                responseHeaders={"content-type": "application/json"}), "failure",
+     call(5, url="/_actions/notes.create", body='{"type":"AstroActionWarning","code":"CONFLICT"}',
+          responseHeaders={"content-type": "application/json"})),
+    ("astro-action-data-failure", call(5, url="/_actions/notes.create", body=ASTRO_DATA_FAILURE,
+                                       responseHeaders={"content-type": DEVALUE}), "failure",
+     call(5, url="/api/notes", body=ASTRO_DATA_FAILURE, responseHeaders={"content-type": DEVALUE})),
+    ("astro-action-data", call(5, url="/_actions/notes.create", body=ASTRO_DATA,
+                               responseHeaders={"content-type": DEVALUE}), "answer",
+     call(5, url="/_actions/notes.create", body=ASTRO_DATA, responseHeaders={"content-type": "application/json"})),
     ("turbo-stream", call(5, url="/messages", body=TURBO_STREAM,
                           responseHeaders={"content-type": "text/vnd.turbo-stream.html; charset=utf-8"}), "answer",
      call(5, url="/messages", body='<div id="messages">Hello</div>', responseHeaders={"content-type": "text/html"})),

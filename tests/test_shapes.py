@@ -7,7 +7,10 @@ import os
 
 import pytest
 
-from _dialects_app import HTMX_JS, REFUSED, DialectsApp, DialectsServer
+import reticle
+from _dialects_app import (ASTRO4_INPUT_ERROR, ASTRO_ANSWERS, ASTRO_DATA, HTMX_JS, REFUSED, DialectsApp,
+                           DialectsServer)
+from _events import call, ev
 from _harness import observe_all, Live, chromium_path, wait_until
 from _shapes_app import BIG_FEED_BYTES, FEED_ROWS, NOT_FOUND, Shapes
 
@@ -435,7 +438,7 @@ def test_a_dialog_around_an_invalid_field_is_reported_beside_it(live):
 
 
 # -- the failure dialects of issue 46 #4, on a Flask app (tests/_dialects_app.py): an htmx answer's failure
-# wherever it lands; with the script tag and in a device ---------------------------------------------------
+# wherever it lands, and Astro's action envelopes; with the script tag and in a device -----------------------
 
 DIALECTS = DialectsApp()
 
@@ -444,7 +447,7 @@ DIALECTS = DialectsApp()
 def dialects(tmp_path_factory):
     """A daemon, the Flask app, a Chromium tab on it (the script tag) and an MCP client of their own: a tab
     is one session per origin (its id lives in the origin's sessionStorage), so the module's tab stays home."""
-    lv = Live(tmp_path_factory.mktemp("dialects"), None, path="/htmx/after/",
+    lv = Live(tmp_path_factory.mktemp("dialects"), None, path="/astro/",
               server=lambda daemon: DialectsServer(DIALECTS, daemon))
     yield lv
     lv.close()
@@ -452,7 +455,7 @@ def dialects(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def dialects_device(dialects):
-    opened = dialects.mcp.ok("reticle_open", {"url": dialects.app.url + "/htmx/after/"})
+    opened = dialects.mcp.ok("reticle_open", {"url": dialects.app.url + "/astro/"})
     yield opened["sessionId"]
     dialects.mcp.call("reticle_close", {"sessionId": opened["sessionId"]})
 
@@ -533,3 +536,95 @@ def test_an_htmx_answer_in_words_of_failure_is_no_then_unknown_when_it_only_repe
     out = save_note(dialects, session, "Groceries")
     assert (out["verified"], out["verifiedReason"]) == ("unknown", "failure_text_shown"), out
     assert DIALECTS.notes() == []
+
+
+# Astro actions: the answers exactly as Astro writes them, read both ways, then in the browser
+
+ASTRO_CALL = {"kind": "net", "method": "POST", "urlContains": "/_actions/notes.create"}
+
+
+def astro_call(status, ctype, body):
+    return call(5, url="/_actions/notes.create", status=status, body=body, responseHeaders={"content-type": ctype})
+
+
+@pytest.mark.parametrize("kind,meaning", [("data", "answer"), ("error", "failure"), ("error-200", "failure"),
+                                          ("input", "failure"), ("data-failure", "failure")])
+def test_an_astro_action_answer_is_read_for_what_it_means(kind, meaning):
+    d = astro_call(*ASTRO_ANSWERS[kind])["data"]
+    got = reticle._wire_meaning(d)
+    assert got is not None and got[0] == meaning, got
+    if kind != "data":
+        said = "String must contain at least 1 character(s)" if kind == "input" else "That title is taken."
+        assert said in got[1], got
+    # the same bodies elsewhere, or read (GET), are not Astro's
+    assert reticle._wire_meaning(call(5, url="/api/notes", status=ASTRO_ANSWERS[kind][0],
+                                      body=ASTRO_ANSWERS[kind][2])["data"]) is None
+    assert reticle._wire_meaning(call(5, method="GET", url="/_actions/notes.create", body=ASTRO_ANSWERS[kind][2],
+                                      status=ASTRO_ANSWERS[kind][0])["data"]) is None
+
+
+def test_an_astro_error_envelope_under_200_is_a_failed_request_with_its_own_status():
+    """As SvelteKit's `failure` envelope is read: the call is a 409 for every rule, its message named; the
+    error at its own status stays what it is, and a success stays a 200."""
+    under_200 = astro_call(*ASTRO_ANSWERS["error-200"])["data"]
+    reticle._take_wire_status(under_200)
+    assert (under_200["status"], under_200["httpStatus"], under_200["ok"]) == (409, 200, False), under_200
+    assert "CONFLICT" in under_200["statusNote"] and "That title is taken." in under_200["statusNote"], under_200
+    assert not reticle._call_matches(under_200, {"status": 200}) and reticle._call_matches(under_200, {"ok": False})
+    for kind in ("data", "error", "input", "data-failure"):
+        d = astro_call(*ASTRO_ANSWERS[kind])["data"]
+        reticle._take_wire_status(d)
+        assert d["status"] == ASTRO_ANSWERS[kind][0] and "httpStatus" not in d, d
+    old = astro_call(200, "application/json", ASTRO4_INPUT_ERROR)["data"]
+    reticle._take_wire_status(old)
+    assert (old["status"], old["httpStatus"]) == (400, 200) and "String must contain" in old["statusNote"], old
+
+
+def test_an_astro_error_envelope_makes_the_settle_no_and_its_data_yes():
+    window = [astro_call(*ASTRO_ANSWERS["error-200"]), ev(6, "dom.added")]
+    reticle._take_wire_status(window[0]["data"])
+    settle = reticle.parse_predicate({"kind": "settled", "quietMs": 300})
+    k = reticle._Known([], {}, None, "", ())
+    got = reticle._decide({"pass": True, "evidence": {}}, [], window, k, 0.0, settle, act=True)
+    assert got[:2] == ("no", "failure_observed") and "409" in got[2] and "That title is taken." in got[2], got
+    fine = [astro_call(*ASTRO_ANSWERS["data"]), ev(6, "dom.added")]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], fine, k, 0.0, settle, act=True)
+    assert got[:2] == ("yes", "proved"), got
+    net_200 = reticle.parse_predicate(dict(ASTRO_CALL, status=200))
+    failed = [astro_call(*ASTRO_ANSWERS["data-failure"])]
+    assert [c["kind"] for c in reticle._contradictions(failed, net_200, None)] == ["partial-failure-in-ok-response"]
+    assert reticle._contradictions(fine, net_200, None) == []
+
+
+def test_devalue_is_read_back_as_devalue_writes_it():
+    assert reticle._devalue_parse(ASTRO_DATA) == (True, {"ok": True, "note": {
+        "id": 7, "title": "Groceries", "created": "2025-03-01T09:30:00.000Z"}})
+    # a shared value, undefined (-1), a hole (-2), -0 (-6), a Set, a Map, a BigInt, a null-prototype object
+    assert reticle._devalue_parse('[{"a":1,"b":1,"c":-1,"d":2},"x",[3,-2,-6],7]') == (
+        True, {"a": "x", "b": "x", "c": None, "d": [7, None, 0]})
+    assert reticle._devalue_parse('[["Set",1,2],"a","b"]') == (True, ["a", "b"])
+    assert reticle._devalue_parse('[["Map",1,2],"k",3]') == (True, {"k": 3})
+    assert reticle._devalue_parse('[["BigInt","12345678901234567890"]]') == (True, 12345678901234567890)
+    assert reticle._devalue_parse('[["null","title",1],"A"]') == (True, {"title": "A"})
+    assert reticle._devalue_parse('[{"self":0}]')[1]["self"]["self"] is not None  # a cycle is no hang
+    for nope in ('{"type":"AstroActionError"}', '[{"a":9}]', "[]", "not json", '[{"a":"1"}]'):
+        assert reticle._devalue_parse(nope) == (False, None), nope
+
+
+# what the answer of each Astro failure names: its own status, or (under 200) what the envelope or data says
+ASTRO_SAID = {"error": "answered 409", "input": "answered 400", "error-200": "Astro action error CONFLICT",
+              "data-failure": "the Astro action's data (devalue) says ok: false"}
+
+
+@pytest.mark.parametrize("kind,verdict", [("data", "yes"), ("error", "no"), ("error-200", "no"), ("input", "no"),
+                                          ("data-failure", "no")])
+def test_an_astro_action_in_the_browser(dialects, session, kind, verdict):
+    """The page calls the action as Astro's client does and says "Saved" for any 2xx: the answer alone tells,
+    with the act's settle (twice) and with `until` a 200 of the action."""
+    open_dialect(dialects, session, "/astro/")
+    DIALECTS.astro = kind
+    for until in (None, None, dict(ASTRO_CALL, status=200)):
+        out = save_note(dialects, session, "Groceries", **({"until": until} if until else {}))
+        assert out["verified"] == verdict, out
+        assert verdict == "yes" or ASTRO_SAID[kind] in out["because"], out
+    assert DIALECTS.notes() == (["Groceries"] * 3 if kind == "data" else [])
