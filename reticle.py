@@ -1129,7 +1129,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   //   sendResult
   // uses: BATCH_MAX_BYTES (01), BATCH_MAX_EVENTS (01), BUFFERED_MAX (01), MAX_FRAME (01), N (01),
   //   OPEN_QUEUE_MAX (01), QUEUE_MAX (01), RESULT_QUEUE_MAX (01), clip (03), errMsg (03), microtask (03),
-  //   rand36 (03), sanitize (03), refFor (06), TEXT_WATCH (13)
+  //   rand36 (03), sanitize (03), refFor (06), textWatchAnswered (13)
   // ---- state ---------------------------------------------------------------------------------
   var S = {
     started: false, // connect() ran and passed the guards
@@ -1208,7 +1208,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // emit(type, data, el?) - stamps the envelope and queues it for the next microtask flush.
   function emit(type, data, el) {
     if (!S.started) return;
-    if (type === 'net.request' && TEXT_WATCH && !TEXT_WATCH.answered) TEXT_WATCH.answered = N.now();
+    if (type === 'net.request') textWatchAnswered();
     try {
       var ev = {
         type: type,
@@ -4542,7 +4542,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // uses: BODY_CAP (01), BODY_SCAN (01), FRAME_DATA_CAP (01), REDACTED (01), clip (03), errMsg (03),
   //   hasOwn (03), isNativeFn (03), isObj (03), keySensitive (03), redactUrl (03), sanitize (03),
   //   scrubText (03), S (04), emit (04), guard (04), internal (04), MARK (05), markable (05), takeMark (05),
-  //   traceparent (05), patch (11), rateCap (11), callerStack (14)
+  //   traceparent (05), patch (11), rateCap (11), textWatchAnswered (13), callerStack (14)
   // -- network: bodies
   var TEXTUAL =
     /^(text\/|application\/(json|[\w.+-]*\+json|xml|[\w.+-]*\+xml|x-www-form-urlencoded|graphql|javascript|ecmascript)|application\/problem)/i;
@@ -4962,6 +4962,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   // A fetch answered: its net.request once its body (and the request's own) has been read.
   function onFetchResponse(meta, res) {
+    textWatchAnswered(); // (before the page's own .then: its swap is what this answer carried)
     var d = fetchResponseRecord(meta, res);
     var ct = d.contentType || '';
     var reqDone = meta.reqP ? meta.reqP : N.resolve(meta.req);
@@ -5487,6 +5488,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         guard('network_observer', function () {
           xhrLoadend(META, xhr);
         }));
+      // done (4) comes before load, where htmx swaps the answer in; loadend (the net.request) after it
+      N.addEventListener(xhr, 'readystatechange',
+        guard('network_observer', function () {
+          if (xhr.readyState === 4) textWatchAnswered();
+        }));
     }
   }
   // The net.request of a finished XHR (once per send).
@@ -5737,10 +5743,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // == Section: alerts == alerts, live regions, invalid fields, toasts
   // provides: TOASTS, ALERT_TEXT_CAP, ALERT_SAME_MS, ALERT_MAX_CANDIDATES, ALERT_RESCAN, ALERT_SOURCES,
   //   CONVENTIONS, FAILURE_UI, PLAIN_FAILURE, PLAIN_YES, PLAIN_NO, PLAIN_SUCCESS, TEXT_WATCH, TEXT_WATCH_MS,
-  //   readsAsFailure, deniesFailure, emitFound, ownTexts, textWatchArm, POSTED_KEY, POSTED_MS, typedIn,
-  //   rememberPostedForm, postedForms, postedFormScan, FORM_MARKERS, FORM_CHROME, MARK_TEXT_MAX,
-  //   redirectedHere, formCameBack, failureWords, saysSuccess, echoesInput, textWatchCollect, textScope,
-  //   textWatchScan, ROUTE_ANNOUNCERS, isAnnouncer, ALERT_SCOPES, ALERT_CHROME, ALERT_NOW, declareToasts,
+  //   readsAsFailure, deniesFailure, emitFound, ownTexts, textWatchArm, textWatchAnswered, POSTED_KEY,
+  //   POSTED_MS, typedIn, rememberPostedForm, postedForms, postedFormScan, FORM_MARKERS, FORM_CHROME,
+  //   MARK_TEXT_MAX, redirectedHere, formCameBack, MARK_CONTROL, MARK_BADGE, MARK_WORDS, markOf,
+  //   failureWords, saysSuccess, echoesInput, textWatchCollect, textWatchGone, textScope, textWatchScan,
+  //   textWatchMarks, ROUTE_ANNOUNCERS, isAnnouncer, ALERT_SCOPES, ALERT_CHROME, ALERT_NOW, declareToasts,
   //   ERROR_LOOK, fieldErrorText, alertRows, alertCandidates, alertsShown, alertText, renderedBy,
   //   componentOf, withRenderer, alertScan, alertsGone, ALERT_OBSERVE, installAlerts, alertsRead
   // uses: CONFIG (01), N (01), clip (03), hasOwn (03), isObj (03), norm (03), redactUrl (03), scrub (03),
@@ -5781,7 +5788,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   var PLAIN_SUCCESS = N.map(CONVENTIONS.plainSuccess || [], function (s) {
     return new RegExp(s, 'i');
   });
-  var TEXT_WATCH = null; // armed by a click, press or submit: {form, t0, until, before, added, answered}
+  // armed by a click, press or submit: {form, t0, until, before, added, answered, typed, shown, gone, marks}
+  var TEXT_WATCH = null;
   var TEXT_WATCH_MS = 15000;
   function readsAsFailure(t) {
     return (
@@ -5825,7 +5833,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         N.add(before, x.text);
       });
     TEXT_WATCH = { form: form, t0: N.now(), until: N.now() + TEXT_WATCH_MS, before: before, added: [], answered: 0,
-      typed: typedIn(form) };
+      typed: typedIn(form), shown: new Set(before), gone: new Set(), goneBudget: { left: 300 }, marks: new Set() };
+  }
+  // a response to a request has come (its headers, before the page can swap its body in: htmx swaps in the
+  // XHR's load, before its loadend): what changes from now on may be what an answer carried
+  function textWatchAnswered() {
+    if (TEXT_WATCH && !TEXT_WATCH.answered) TEXT_WATCH.answered = N.now();
   }
   // -- a form post's answer: when the page a form post brings holds that form again (the same id or
   // action), what it shows in it that the form did not show before is read as a client-side re-render
@@ -5922,17 +5935,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         return N.contains(m, el) || N.contains(el, m);
       }))
         continue;
-      var name = field ? clip(getName(el) || el.name || '?', 120) : null,
-        text = field
-          ? clip(scrub(fieldErrorText(el)), MARK_TEXT_MAX + 1) || 'the field ' + name + ' is marked invalid'
-          : clip(scrub(norm(textOf(el, 0))), MARK_TEXT_MAX + 1);
-      if (!text || text.length > MARK_TEXT_MAX || N.has(al.texts, text) || (!field && echoesInput(w, text))) continue;
-      if (!field && deniesFailure(text)) continue; // <div class="errors">No errors</div>
+      var d = markOf(el, al, w);
+      if (!d) continue;
       N.push(marked, el);
       if (!al.allow()) return;
-      var d = { text: text, source: field ? 'invalid' : 'marker', level: 'error', scope: 'page', related: true,
-        initial: true };
-      if (field) d.field = name;
+      d.scope = 'page';
+      d.initial = true;
       emitFound(d, el);
     }
     if (marked.length || said) return;
@@ -5942,6 +5950,32 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
     if (saysSuccess(outside) || failureWords(al, outside, w)) return;
     emit('ui.returned', { action: clip(redactUrl(prev.action || location.href), 500), id: clip(prev.id || '', 120) });
+  }
+  // a control styled as dangerous (a Delete button's btn-danger) or inside one, or a badge, pill, chip or tag
+  // (by the element's own class): no message
+  var MARK_CONTROL =
+    'button,a[href],summary,[role=button],[role=link],[role=menuitem],[role=tab],' +
+    'input[type=submit],input[type=button],input[type=reset],input[type=image]';
+  var MARK_BADGE = /badge|pill|chip|(^|[\s_-])tags?($|[\s_-])/i;
+  var MARK_WORDS = /[A-Za-z\u00C0-\u024F\u0370-\u1FFF\u3040-\uFFFF]{2}/; // a message has words ("-12.50" has none)
+  // what a marked element says, as a ui.alert's data (source 'invalid' for a field, else 'marker'), or null: a
+  // control, badge or tag; no words; a region too long to be one message; a message reported already; the
+  // person's words; "No errors"; or a table cell only coloured as "danger" (a negative amount is data)
+  function markOf(el, al, w) {
+    var cls = N.getAttribute(el, 'class') || '';
+    if (N.closest(el, MARK_CONTROL) || N.test(MARK_BADGE, cls)) return null;
+    if (!N.test(/error|invalid/i, cls) && N.closest(el, 'td,th')) return null;
+    var field = N.test(/^(INPUT|TEXTAREA|SELECT)$/, el.tagName);
+    var name = field ? clip(getName(el) || el.name || '?', 120) : null,
+      text = field
+        ? clip(scrub(fieldErrorText(el)), MARK_TEXT_MAX + 1) || 'the field ' + name + ' is marked invalid'
+        : clip(scrub(norm(textOf(el, 0))), MARK_TEXT_MAX + 1);
+    if (!text || text.length > MARK_TEXT_MAX || !N.test(MARK_WORDS, text) || N.has(al.texts, text)) return null;
+    if (!field && echoesInput(w, text)) return null;
+    if (!field && deniesFailure(text)) return null; // <div class="errors">No errors</div>
+    var d = { text: text, source: field ? 'invalid' : 'marker', level: 'error', related: true };
+    if (field) d.field = name;
+    return d;
   }
   // no mark, but text outside the form that reads as a failure (the Flask tutorial's <div class="flash">Username
   // is required.</div> above the form it rendered again): a failure shown
@@ -5978,12 +6012,24 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var node = r.type === 'characterData' ? r.target.parentElement : null;
       if (node) N.push(w.added, { el: node, t: N.now() });
       if (r.type !== 'childList') continue;
+      for (var g = 0; g < r.removedNodes.length && w.goneBudget.left > 0; g++) textWatchGone(w, r.removedNodes[g]);
       for (var j = 0; j < r.addedNodes.length && w.added.length < 50; j++) {
         var a = r.addedNodes[j];
         var host = a.nodeType === 1 ? a : a.parentElement;
         if (host) N.push(w.added, { el: host, t: N.now() });
       }
     }
+  }
+  // the texts a change took off the page (what a swap replaced): the same words put back are not new
+  function textWatchGone(w, node) {
+    if (node.nodeType === 3) {
+      var t = norm(node.nodeValue || '');
+      if (t) N.add(w.gone, clip(t, ALERT_TEXT_CAP));
+      w.goneBudget.left--;
+    } else if (node.nodeType === 1)
+      N.forEach(ownTexts(node, [], w.goneBudget), function (x) {
+        N.add(w.gone, x.text);
+      });
   }
   // where new text sits: 'form' (the act's form, or the form that replaced it), 'answer' (anything
   // changed after the act's request answered), or null (not the act's)
@@ -6007,16 +6053,49 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (budget.left <= 0 || !a.el.isConnected || isIgnored(a.el) || isAnnouncer(a.el)) return;
       var scope = textScope(w, a.el, a.t);
       if (!scope) return;
+      textWatchMarks(w, al, a.el, scope);
       N.forEach(ownTexts(a.el, [], budget), function (x) {
-        if (N.has(w.before, x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text)) return;
+        if (N.has(w.before, x.text) || N.has(w.marks, x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text))
+          return;
         if (!isVisible(x.el, makeVisCache())) return;
         // a message the alert scan reports already (an ARIA alert, a toast, a status) is not reported twice
         if (N.has(al.texts, x.text)) return;
         for (var i = 0; i < al.live.length; i++) if (N.contains(al.live[i].el, x.el)) return;
         N.add(w.before, x.text); // once per text
         if (!al.allow()) return;
-        emitFound({ text: x.text, source: 'text', level: null, scope: scope, related: true }, x.el);
+        var d = { text: x.text, source: 'text', level: null, scope: scope, related: true };
+        if (scope === 'answer' && N.has(w.gone, x.text)) d.again = true; // it only took the place of itself
+        emitFound(d, x.el);
       });
+    });
+  }
+  // An element marked as an error (FORM_MARKERS: a class with error, invalid or danger, ...) in what changed
+  // after the act: the marked element it went into (a swap into <div class="errors">), the changed element, or
+  // what it holds; the outermost of nested marks.  `again`: its text was shown before the act, in the act's form
+  // or in what the change replaced.  The daemon reads a new one in the act's form as an error shown, and any
+  // other only where the act's own answer carried it (its text is in that answer's body).  Once per text per act.
+  function textWatchMarks(w, al, el, scope) {
+    var around = el.parentElement ? N.closest(el.parentElement, FORM_MARKERS) : null;
+    var found = N.concat(around ? [around] : [], N.matches(el, FORM_MARKERS) ? [el] : [],
+      N.slice(N.querySelectorAll(el, FORM_MARKERS), 0, 20));
+    var vis = makeVisCache(),
+      taken = [];
+    N.forEach(found, function (m) {
+      if (N.getAttribute(m, 'aria-invalid') === 'true' && N.test(/^(INPUT|TEXTAREA|SELECT)$/, m.tagName)) return;
+      if (!isVisible(m, vis) || isIgnored(m) || isAnnouncer(m)) return;
+      if (N.some(taken, function (t) {
+        return N.contains(t, m) || N.contains(m, t);
+      }))
+        return;
+      for (var i = 0; i < al.live.length; i++) if (N.contains(al.live[i].el, m)) return;
+      var d = markOf(m, al, w);
+      if (!d) return;
+      N.push(taken, m);
+      if (N.has(w.marks, d.text) || !al.allow()) return;
+      N.add(w.marks, d.text);
+      d.scope = scope;
+      if (N.has(w.gone, d.text) || N.has(w.shown, d.text)) d.again = true;
+      emitFound(d, m);
     });
   }
   // the daemon's table of route announcers (_ROUTE_ANNOUNCERS): a router's hidden live region, never a message
@@ -11947,8 +12026,12 @@ def _plain_failure(text: str) -> bool:
 def _is_failure_ui(d: dict) -> bool:
     """A message the user is shown tells a failure: its convention says so (a field marked invalid,
     a declared error toast, an error row of _FAILURE_UI), or its text is a failure phrase with no
-    negation ("0 errors found" is a success)."""
+    negation ("0 errors found" is a success).  What an answer put on the page outside the act's form
+    (scope "answer"), and a mark in the act's form that was there before the act (`again`), tell a
+    failure only where the act's own answer carried them (_carried_failures)."""
     text = str(d.get("text", ""))
+    if d.get("scope") == "answer" or (d.get("source") == "marker" and d.get("scope") == "form" and d.get("again")):
+        return False
     if d.get("source") == "text":  # plain text: a failure only in the act's own form (see _failure_text), or
         # on the page a posted form came back on, unredirected (the SDK's formCameBack)
         return d.get("scope") in ("form", "returned") and _plain_failure(text)
@@ -11956,28 +12039,61 @@ def _is_failure_ui(d: dict) -> bool:
     return d.get("level") == "error" or d.get("source") == "invalid" or bool(worded)
 
 
-def _answer_failure_text(window: List[dict]) -> List[dict]:
-    """Plain text that reads as a failure (_PLAIN_FAILURE) which appeared after the act outside its form
-    in what the act's answer updated: the SDK saw it appear after a request answered (scope "answer"),
-    and the text is in the body of an answer of the window (an htmx fragment swapped in)."""
-    bodies = [" ".join(html.unescape(d["responseBody"]).split()) for d in _calls(window)
+def _answer_text(body: Any) -> str:
+    """An answer's body as the text it renders: tags out, entities read, spaces one."""
+    if not isinstance(body, str):
+        return ""
+    return " ".join(html.unescape(re.sub(r"<[^>]*>", " ", body)).split())
+
+
+def _swapped_in(window: List[dict], answers: Optional[List[dict]]) -> List[Tuple[dict, bool]]:
+    """What answers put on the page that may tell a failure, each with whether one of `answers` (the act's
+    calls; every call of the window when None) carried it: the SDK's ui.alert events of an element marked as
+    an error (source "marker") or of plain failure text (source "text", _PLAIN_FAILURE) that appeared after
+    a response came, outside the act's form (scope "answer": an htmx fragment after the form, appended to a
+    list, swapped out of band into the header), or a mark in the act's form that was there before the act
+    (`again`).  Carried: its text is in the text an answer's body renders (_answer_text; spaces aside, since a
+    tag inside the message, `<b>taken</b>.`, is no space on the page), and not in what a request of the window
+    sent (the person's own words echoed back: a new item, not a message)."""
+    calls = _calls(window)
+    bodies = ["".join(_answer_text(d["responseBody"]).split()) for d in (calls if answers is None else answers)
               if isinstance(d.get("responseBody"), str)]
-    sent = [urllib.parse.unquote_plus(d["requestBody"]) for d in _calls(window)
-            if isinstance(d.get("requestBody"), str)]
+    sent = [urllib.parse.unquote_plus(d["requestBody"]) for d in calls if isinstance(d.get("requestBody"), str)]
     out = []
     for e in window:
         d = e["data"]
-        if e["type"] != "ui.alert" or d.get("source") != "text" or d.get("scope") != "answer":
+        if e["type"] != "ui.alert" or d.get("source") not in ("text", "marker") or (
+                d.get("scope") != "answer" and not (d.get("scope") == "form" and d.get("again"))):
             continue
         text = " ".join(str(d.get("text", "")).split())
-        if text and _plain_failure(text) and any(text in b for b in bodies) and not any(text in s for s in sent):
-            out.append(d)  # (text the request sent, echoed back: a new item the person typed, not a message)
+        if not text or (d.get("source") == "text" and not _plain_failure(text)) or any(text in s for s in sent):
+            continue
+        out.append((d, any("".join(text.split()) in b for b in bodies)))
     return out
 
 
-def _error_ui(window: List[dict]) -> List[dict]:
-    """Errors the user was shown in the window (ui.alert events, see _is_failure_ui)."""
-    return [e["data"] for e in window if e["type"] in ("ui.alert", "ui.status") and _is_failure_ui(e["data"])]
+def _carried_failures(window: List[dict], answers: Optional[List[dict]] = None) -> List[dict]:
+    """Failures the act's own answer carried onto the page, wherever they landed (_swapped_in): an element
+    marked as an error, or plain failure text that was not only put back in place of the same text (`again`:
+    a list re-rendered whole puts back a row that says "failed", see _answer_failure_text)."""
+    return [d for d, carried in _swapped_in(window, answers)
+            if carried and (d.get("source") == "marker" or not d.get("again"))]
+
+
+def _answer_failure_text(window: List[dict], answers: Optional[List[dict]] = None) -> List[dict]:
+    """Plain failure text an answer put on the page outside the act's form that is not known to be the act's
+    failure: it is in the body of an answer of the window, but only took the place of the same text, or came
+    in an answer that is not one of the act's `answers` (rule 13b: unknown)."""
+    carried = _carried_failures(window, answers)
+    in_any = [d for d, found in _swapped_in(window, None) if found and d.get("source") == "text"]
+    return [d for d in in_any if not any(d is c for c in carried)]
+
+
+def _error_ui(window: List[dict], answers: Optional[List[dict]] = None) -> List[dict]:
+    """Errors the user was shown in the window (ui.alert events, see _is_failure_ui), and the failures the
+    act's answer carried onto the page (_carried_failures; `answers`: the act's calls, or all the window's)."""
+    return [e["data"] for e in window if e["type"] in ("ui.alert", "ui.status") and _is_failure_ui(e["data"])] + \
+        _carried_failures(window, answers)
 
 
 def _ui_label(d: dict) -> str:
@@ -11986,7 +12102,9 @@ def _ui_label(d: dict) -> str:
              "text": "as plain text %s" % ("in the act's form" if d.get("scope") == "form" else
                                            "on the page the posted form came back on" if d.get("scope") == "returned"
                                            else "where the act's answer went"),
-             "marker": "marked as an error on the page the posted form came back on",
+             "marker": "marked as an error %s" % ("where the act's answer put it" if d.get("scope") == "answer" else
+                                                  "in the act's form" if d.get("scope") == "form" else
+                                                  "on the page the posted form came back on"),
              "alertdialog": "in a dialog", "assertive": "in an assertive live region", "alert": "as an alert"}.get(
         source, "in a %s message" % source if source else "as an alert")
     return "%r %s%s" % (_short(str(d.get("text", "")), 120), where,
@@ -13917,7 +14035,8 @@ def _sdk_source(**config: object) -> str:
 # Framework wire formats ######################################################
 ###############################################################################
 # What a framework's own answer to a request means when its status does not say it: Remix and React
-# Router single fetch, Next.js server actions, Dash callbacks, SvelteKit's envelopes, Turbo streams.
+# Router single fetch, Next.js server actions, Dash callbacks, SvelteKit's envelopes, Astro's actions, Turbo
+# streams.
 
 _SINGLE_FETCH_REDIRECT = re.compile(r'"redirect"\s*,\s*"([^"]*)"\s*,\s*"status"\s*,\s*(30[1-8])')
 _COMPONENT_LINE = re.compile(r"^[0-9a-f]{1,8}:(?=[\[{])", re.M)
@@ -14049,18 +14168,100 @@ def _sveltekit_data_url(d: dict) -> bool:
     return urllib.parse.urlsplit(str(d.get("url", ""))).path.endswith("/__data.json")
 
 
-def _devalue_words(encoded: Any) -> str:
-    """The message a devalue-encoded action `data` carries (`[{"message": 1}, "Title is required"]`:
-    index 0 the object, its values indices into the array), as a suffix, or ''."""
+# devalue's values that are no index: undefined, a hole in an array, NaN, Infinity, -Infinity, -0
+_DEVALUE_SPECIAL: Dict[int, Any] = {-1: None, -2: None, -3: None, -4: None, -5: None, -6: 0}
+# devalue's typed entries whose argument is the value itself, not an index (a Date's ISO string, a RegExp's
+# source, a BigInt's digits, a boxed primitive, a typed array's or ArrayBuffer's base64)
+_DEVALUE_LITERAL = frozenset(("Date", "RegExp", "BigInt", "Object", "ArrayBuffer", "Int8Array", "Uint8Array",
+                              "Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array", "Uint32Array",
+                              "Float32Array", "Float64Array", "BigInt64Array", "BigUint64Array"))
+
+
+def _devalue_parse(encoded: Any) -> Tuple[bool, Any]:
+    """A devalue-encoded value read back (SvelteKit's action `data`, Astro's action answers): devalue writes
+    one flat JSON array whose entry 0 is the value, an object's and an array's members being indices into it
+    (`[{"ok":1,"id":2},true,7]` is {ok: true, id: 7}), a negative index a special value, a typed entry a
+    list that starts with its type (`["Date", iso]`, `["Set", i, ...]`, `["Map", k, v, ...]`, `["null", key, i,
+    ...]`, a custom reducer's `["URL", i]`).  -> (True, the value as JSON would hold it: a Date as its ISO
+    string, a Set as a list, a Map as an object), or (False, None) when `encoded` is not devalue."""
     try:
         flat = json.loads(encoded) if isinstance(encoded, str) else None
     except ValueError:
-        return ""
-    if not isinstance(flat, list) or not flat or not isinstance(flat[0], dict):
+        return False, None
+    if isinstance(flat, int) and not isinstance(flat, bool) and flat in _DEVALUE_SPECIAL:
+        return True, _DEVALUE_SPECIAL[flat]
+    if not isinstance(flat, list) or not flat:
+        return False, None
+    try:
+        return True, _devalue_value(flat, 0, {}, 0)
+    except (ValueError, TypeError, RecursionError):
+        return False, None
+
+
+def _devalue_value(flat: List[Any], at: Any, done: Dict[int, Any], depth: int) -> Any:
+    """Entry `at` of a devalue array, its members read in turn (`done` holds each entry read once, so a cycle
+    or a shared value is read once); ValueError for an index out of place."""
+    if not isinstance(at, int) or isinstance(at, bool) or depth > 64:
+        raise ValueError("not a devalue index: %r" % (at,))
+    if at < 0:
+        if at not in _DEVALUE_SPECIAL:
+            raise ValueError("not a devalue special value: %d" % at)
+        return _DEVALUE_SPECIAL[at]
+    if at >= len(flat):
+        raise ValueError("a devalue index past the end: %d" % at)
+    if at in done:
+        return done[at]
+    v = flat[at]
+    if isinstance(v, dict):
+        obj: Dict[str, Any] = {}
+        done[at] = obj
+        for k, i in v.items():
+            obj[k] = _devalue_value(flat, i, done, depth + 1)
+        return obj
+    if isinstance(v, list) and v and isinstance(v[0], str):
+        return _devalue_typed(flat, at, v, done, depth)
+    if isinstance(v, list):
+        items: List[Any] = []
+        done[at] = items
+        items.extend(_devalue_value(flat, i, done, depth + 1) for i in v)
+        return items
+    return v
+
+
+def _devalue_typed(flat: List[Any], at: int, v: List[Any], done: Dict[int, Any], depth: int) -> Any:
+    """A typed devalue entry (`["Date", iso]`, `["Set", i, ...]`, ...) as JSON would hold it."""
+    kind, args = v[0], v[1:]
+    if kind in _DEVALUE_LITERAL:
+        return int(args[0]) if kind == "BigInt" else args[0] if args else None
+    if kind in ("Map", "null"):
+        obj: Dict[str, Any] = {}
+        done[at] = obj
+        for j in range(0, len(args) - 1, 2):
+            key = _devalue_value(flat, args[j], done, depth + 1) if kind == "Map" else args[j]
+            obj[str(key)] = _devalue_value(flat, args[j + 1], done, depth + 1)
+        return obj
+    if kind == "Set":
+        items: List[Any] = []
+        done[at] = items
+        items.extend(_devalue_value(flat, i, done, depth + 1) for i in args)
+        return items
+    return _devalue_value(flat, args[0], done, depth + 1) if len(args) == 1 else None  # a custom reducer's
+
+
+def _devalue_words(encoded: Any) -> str:
+    """The message a devalue-encoded action `data` carries (`[{"message": 1}, "Title is required"]`:
+    index 0 the object, its values indices into the array), as a suffix, or ''."""
+    ok, data = _devalue_parse(encoded)
+    return _words_of(data) if ok else ""
+
+
+def _words_of(data: Any) -> str:
+    """The message a failure's data gives (its `message`, `error`, `errors` or `reason` text), as a suffix,
+    or ''."""
+    if not isinstance(data, dict):
         return ""
     for key in ("message", "error", "errors", "reason"):
-        at = flat[0].get(key)
-        said = flat[at] if isinstance(at, int) and not isinstance(at, bool) and 0 < at < len(flat) else None
+        said = data.get(key)
         if isinstance(said, str) and said.strip():
             return ", message %r" % _short(said, 120)
     return ""
@@ -14120,6 +14321,91 @@ def _read_sveltekit_success(d: dict) -> Optional[str]:
     return "a SvelteKit action `success` envelope with status %s" % data["status"]
 
 
+_ASTRO_ACTION = re.compile(r"/_actions/[^/?#]+/?$")
+_ASTRO_ERRORS = ("AstroActionError", "AstroActionInputError")
+
+
+def _astro_action(d: dict) -> bool:
+    """A call of an Astro action as Astro's client makes it: a POST to `/_actions/<name>`."""
+    path = urllib.parse.urlsplit(str(d.get("url", ""))).path
+    return str(d.get("method", "")).upper() == "POST" and bool(_ASTRO_ACTION.search(path))
+
+
+def _astro_error(d: dict) -> Optional[dict]:
+    """The error an Astro action answered, whatever the HTTP status: Astro (4.14 on) writes a thrown or
+    returned ActionError as `{"type": "AstroActionError", "code": "CONFLICT", "status": 409, "message": …}`
+    (JSON.stringify of the error spread, then its message) and a failed input check as `{"type":
+    "AstroActionInputError", "issues": [zod's issues], "fields": {name: [messages]}}` (Astro 4 spreads the
+    whole error: code, status and message too), under the error's status and `application/json`; None for
+    any other answer."""
+    body = d.get("responseBody")
+    if not _astro_action(d) or not isinstance(body, str) or '"type"' not in body[:200]:
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("type") not in _ASTRO_ERRORS:
+        return None
+    if data["type"] == "AstroActionInputError":
+        return data if isinstance(data.get("issues"), list) else None
+    return data if isinstance(data.get("code"), str) else None
+
+
+def _astro_failure(d: dict) -> Optional[Tuple[int, str]]:
+    """(status, phrase) of an Astro action's error envelope (_astro_error): its own status (an input error
+    with none is Astro's BAD_REQUEST, 400; any other INTERNAL_SERVER_ERROR, 500), and what it says."""
+    err = _astro_error(d)
+    if err is None:
+        return None
+    status = err.get("status")
+    if not isinstance(status, int) or isinstance(status, bool) or not 400 <= status < 600:
+        status = 400 if err["type"] == "AstroActionInputError" else 500
+    if err["type"] == "AstroActionInputError":
+        fields = err["fields"] if isinstance(err.get("fields"), dict) else {}
+        said = ["%s: %s" % (k, v[0]) for k, v in fields.items() if isinstance(v, list) and v and isinstance(v[0], str)]
+        if not said:
+            said = [str(i["message"]) for i in err["issues"] if isinstance(i, dict) and i.get("message")]
+        return status, "an Astro action input error with status %s (%s)" % (status, _short("; ".join(said[:3]), 160))
+    return status, "an Astro action error %s with status %s (%r)" % (
+        _short(err["code"], 40), status, _short(str(err.get("message") or ""), 120))
+
+
+def _astro_data(d: dict) -> Optional[Tuple[bool, Any]]:
+    """The data an Astro action answered with: a 2xx to `/_actions/<name>` in `application/json+devalue`
+    (devalue, _devalue_parse), as (True, the data); None for any other call."""
+    status = d.get("status")
+    body = d.get("responseBody")
+    if not _astro_action(d) or not isinstance(status, int) or not 200 <= status < 300 or not isinstance(body, str):
+        return None
+    if "json+devalue" not in (_header(d, "content-type") or str(d.get("contentType") or "")):
+        return None
+    ok, data = _devalue_parse(body)
+    return (True, data) if ok else None
+
+
+def _read_astro_error(d: dict) -> Optional[str]:
+    failed = _astro_failure(d)
+    return "its answer is %s" % failed[1] if failed else None
+
+
+def _read_astro_data_failure(d: dict) -> Optional[str]:
+    """An Astro action that returned its failure as data instead of throwing (`return {ok: false, error:
+    "…"}`): a 200 whose devalue data owns up to it (_data_failure)."""
+    got = _astro_data(d)
+    if got is None:
+        return None
+    problem = _data_failure(got[1])
+    if not problem:
+        return None
+    return "the Astro action's data (devalue) says %s%s" % (
+        problem[len("the body says "):] if problem.startswith("the body says ") else problem, _words_of(got[1]))
+
+
+def _read_astro_data(d: dict) -> Optional[str]:
+    return "an Astro action's data (devalue)" if _astro_data(d) else None
+
+
 _TURBO_STREAM = re.compile(r'<turbo-stream\b[^>]*\baction="([a-z_-]+)"[^>]*?(?:\btargets?="([^"]*)")?', re.I)
 
 
@@ -14168,19 +14454,22 @@ _WIRE_FORMATS: Tuple[_WireFormat, ...] = (
     _WireFormat("sveltekit-data-error", "failure", _read_sveltekit_data),
     _WireFormat("sveltekit-action-redirect", "redirect", _read_sveltekit_redirect),
     _WireFormat("sveltekit-action-success", "answer", _read_sveltekit_success, _SVELTEKIT_FAILURE),
+    _WireFormat("astro-action-error", "failure", _read_astro_error),
+    _WireFormat("astro-action-data-failure", "failure", _read_astro_data_failure),
+    _WireFormat("astro-action-data", "answer", _read_astro_data),
     _WireFormat("turbo-stream", "answer", _read_turbo_stream),
 )
 
 
 def _take_wire_status(d: dict) -> None:
     """A completed call whose 2xx answer is a framework's failure with a status of its own (see
-    _sveltekit_failure) becomes that failed request: `status` is the envelope's, `httpStatus` the
-    wire's, `ok` false, and `statusNote` says why, so `net status: 200` does not hold over it and every
+    _sveltekit_failure, _astro_failure) becomes that failed request: `status` is the envelope's, `httpStatus`
+    the wire's, `ok` false, and `statusNote` says why, so `net status: 200` does not hold over it and every
     rule reads it as failed."""
     status = d.get("status")
     if not isinstance(status, int) or not 200 <= status < 300 or d.get("httpStatus") is not None:
         return
-    failed = _sveltekit_failure(d)
+    failed = _sveltekit_failure(d) or _astro_failure(d)
     if failed is None:
         return
     d["httpStatus"] = status
@@ -14231,6 +14520,12 @@ def _partial_failure(body: Any) -> Optional[str]:
         data = json.loads(body)
     except ValueError:
         return None
+    return _data_failure(data)
+
+
+def _data_failure(data: Any) -> Optional[str]:
+    """The failure a JSON value owns up to, as a phrase ("the body says ok: false", "3 of 10 results FAILED
+    (…)"), else None: see _partial_failure."""
 
     def flagged(obj: Any) -> Optional[str]:
         if not isinstance(obj, dict):
@@ -22071,13 +22366,13 @@ def _foreign_failures(window: List[dict], origin: str) -> Tuple[List[dict], List
     return foreign, said
 
 
-def _failures_shown(window: List[dict], origin: str = "") -> List[str]:
-    """What went wrong in plain sight: an error shown to the user, a console error or uncaught
-    exception, a write that failed.  Each in a short phrase, most telling first.  A failed send to
-    another origin than the page's (`origin`) and the console errors about it are not among them
-    (_foreign_failures)."""
+def _failures_shown(window: List[dict], origin: str = "", answers: Optional[List[dict]] = None) -> List[str]:
+    """What went wrong in plain sight: an error shown to the user (one the act's `answers` carried onto the
+    page included, see _error_ui), a console error or uncaught exception, a write that failed.  Each in a short
+    phrase, most telling first.  A failed send to another origin than the page's (`origin`) and the console
+    errors about it are not among them (_foreign_failures)."""
     foreign, foreign_said = _foreign_failures(window, origin)
-    out = ["the page showed %s" % _ui_label(d) for d in _error_ui(window)]
+    out = ["the page showed %s" % _ui_label(d) for d in _error_ui(window, answers)]
     out += ["%s said %s" % (_frame_label(d), d["problem"]) for d in _message_failures(window)]
     excused = {id(e) for e in foreign_said}
     for e in window:
@@ -22134,7 +22429,8 @@ def _c_store_created_nothing(window: List[dict], p: dict, action_since: Optional
 
 
 def _c_error_shown(window: List[dict], p: dict, action_since: Optional[float], known: Optional["_Known"]) -> List[dict]:
-    unexpected = [d for d in _error_ui(window) if not _expects_error(p, d)]
+    answers = _act_answers(window, action_since, known) if action_since is not None else None
+    unexpected = [d for d in _error_ui(window, answers) if not _expects_error(p, d)]
     return [{"claim": "%s held" % _describe_predicate(p), "counter": "the page showed %s" % _ui_label(unexpected[0]),
              "detail": "the user was told something failed"}] if unexpected else []
 
@@ -22377,7 +22673,7 @@ def _r_not_answering(c: _Case) -> _Ruling:
 def _r_act_failed(c: _Case) -> _Ruling:
     if not c.implicit:
         return None
-    failures = _failures_shown(c.window, c.known.origin)
+    failures = _failures_shown(c.window, c.known.origin, _act_answers(c.window, c.floor, c.known))
     if failures:
         return "no", "failure_observed", "after the act %s" % "; ".join(failures[:2])
     if not c.res["pass"]:
@@ -22599,19 +22895,18 @@ def _stale_message(d: dict, window: List[dict], floor: float, known: Optional["_
     text = d.get("text")
     if any(e["type"] in ("ui.alert", "ui.status") and e["data"].get("text") == text for e in window):
         return False
-    mine = [e["data"] for e in window if e["type"] == "net.request" and not _is_dev(e["data"])
-            and _caused_by_act(e, floor, known, repeats=True)]  # a retry of the same save is the act's
+    mine = _act_answers(window, floor, known)
     flat = " ".join(str(text).split())
     if flat and any(flat in _answer_text(x.get("responseBody")) for x in mine):
         return False  # the act's own answer (re)rendered it: an htmx fragment swapped into the same element
     return bool(mine) and not any(_call_failed(x) for x in mine)
 
 
-def _answer_text(body: Any) -> str:
-    """An answer's body as the text it renders: tags out, entities read, spaces one."""
-    if not isinstance(body, str):
-        return ""
-    return " ".join(html.unescape(re.sub(r"<[^>]*>", " ", body)).split())
+def _act_answers(window: List[dict], floor: float, known: Optional["_Known"]) -> List[dict]:
+    """The completed calls of the window the act at `floor` could have caused (a retry of the same save is the
+    act's; the page's own timer traffic, dev tooling and other origins are not): the act's own answers."""
+    return [e["data"] for e in window if e["type"] == "net.request" and not _is_dev(e["data"])
+            and _caused_by_act(e, floor, known, repeats=True)]
 
 
 def _r_failure_still_shown(c: _Case) -> _Ruling:
@@ -22627,12 +22922,15 @@ def _r_failure_still_shown(c: _Case) -> _Ruling:
 def _r_failure_text_answer(c: _Case) -> _Ruling:
     if not c.implicit:
         return None
-    said = [d for d in _answer_failure_text(c.window) if not _expects_error(c.p, d)]
+    said = [d for d in _answer_failure_text(c.window, _act_answers(c.window, c.floor, c.known))
+            if not _expects_error(c.p, d)]
     if said:
+        how = ("only put back the same text in place of itself (a list or region re-rendered whole)"
+               if said[0].get("again") else "came in an answer that is not the act's own")
         return "unknown", "failure_text_shown", (
-            "the act's answer put text that reads as a failure on the page (%r), outside the act's form, so "
+            "an answer put text that reads as a failure on the page (%r), outside the act's form; it %s, so "
             "whether the act worked is not known; declare the consequence you expect with `until`" %
-            _short(str(said[0].get("text", "")), 120))
+            (_short(str(said[0].get("text", "")), 120), how))
     return None
 
 
@@ -22732,9 +23030,10 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     2. the tab went away during the observation -> unknown, observation_lost
     2b. the tab does not answer commands (a dialog open, its main thread busy) -> unknown, not_answering
     2a. act_and_wait with no predicate (did the act work?): a failure in sight (an error shown to the
-        user, a console error, a failed write; a failed send to another origin beside the app's own good
-        requests, and the console error about it, are named in the `yes` instead) -> no,
-        failure_observed; a page that never settled -> unknown, unsettled
+        user, one the act's own answer carried onto the page included, a console error, a failed write;
+        a failed send to another origin beside the app's own good requests, and the console error about
+        it, are named in the `yes` instead) -> no, failure_observed; a page that never settled -> unknown,
+        unsettled
     3. the predicate failed for want of evidence that events lost from the window could have held
        (evicted, sampled, or dropped by the page while the daemon was unreachable) -> unknown,
        evidence_lost; a violation that is there (decided), or a check of the live page, stands
@@ -22781,9 +23080,12 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
          the act or not, re-rendered or not, it is not fixed -> no, failure_still_shown; one elsewhere
          is named in the `yes`, and so is a leftover (_stale_message: an error toast shown before the
          act, outside the act's own form or region, while the act's own requests all succeeded)
-    13b. act_and_wait with no predicate, and the act's answer put text that reads as a failure
-         (_PLAIN_FAILURE) outside the act's form (an htmx fragment swapped in) -> unknown,
-         failure_text_shown; in the act's form it is an error shown (2a: no, failure_observed)
+    13b. act_and_wait with no predicate, and an answer put text that reads as a failure (_PLAIN_FAILURE)
+         outside the act's form that is not known to be the act's: it only took the place of the same text
+         (a list re-rendered whole), or came in an answer the act did not cause -> unknown,
+         failure_text_shown; in the act's form, or carried by the act's own answer wherever it landed (an
+         htmx fragment, an out-of-band swap: _carried_failures), it is an error shown (2a: no,
+         failure_observed)
     13c. what would be a `yes` after an act, while a value an earlier act filled had been reset by the
          page before it (hydration re-rendering the field) -> unknown, fill_reset
     13d. a posted form came back with no redirect, marking no error and saying no success (the SDK's
@@ -23943,7 +24245,8 @@ def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known"
     """A failure the user was shown, or the act's own channel reported, after the act, that the
     predicate does not ask for: the phrase that names it, or None.  A failed write counts once a
     client retry had its chance (RETRY_GRACE_MS before `now`) and none answered otherwise."""
-    shown = [d for d in _error_ui(window) + _answer_failure_text(window) if not _expects_error(p, d)]
+    answers = _act_answers(window, floor, known)
+    shown = [d for d in _error_ui(window, answers) + _answer_failure_text(window, answers) if not _expects_error(p, d)]
     if shown:
         return "the page showed %s" % _ui_label(shown[0])
     reported = _message_failures(window)

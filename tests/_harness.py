@@ -459,15 +459,17 @@ class TemplatePage(tornado.web.RequestHandler):
 class Live:
     """A daemon, an app server whose catch-all route serves `template`, a
     headless Chromium tab on it, and an MCP client: everything a browser test
-    needs, started in order and closed in reverse."""
+    needs, started in order and closed in reverse.  `server`, instead of the
+    routes and the template: a callable that starts the app (another framework's
+    server, say) given the daemon's URL, and returns it with its `url` and `close()`."""
 
-    def __init__(self, tmp, template, routes=(), path="/", env=None):
+    def __init__(self, tmp, template, routes=(), path="/", env=None, server=None):
         self._open = []
         try:
             self.daemon = self._keep(Daemon(os.path.join(str(tmp), "state"), env=env))
             if callable(routes):  # routes that render pages need the daemon's URL for their script tag
                 routes = routes(self.daemon.url)
-            self.app = self._keep(AppServer(list(routes) + [
+            self.app = self._keep(server(self.daemon.url) if server is not None else AppServer(list(routes) + [
                 (r"/.*", TemplatePage, {"template": template, "daemon": self.daemon.url})]))
             self.browser = self._keep(Browser(self.app.url + path))
             self.mcp = self._keep(Mcp(self.daemon.url + "/mcp"))

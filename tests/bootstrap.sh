@@ -8,7 +8,7 @@
 #                                   .venv); it writes nothing into the checkout
 #   sh tests/bootstrap.sh browser   the rest: Debian's chromium, PostgreSQL and PHP's command line (with its SQLite
 #                                   and PostgreSQL drivers), and the npm packages the browser tests drive (React,
-#                                   Hotwire Turbo, Express, Next.js and React Router 7 with OpenTelemetry) and
+#                                   Hotwire Turbo, htmx, Express, Next.js and React Router 7 with OpenTelemetry) and
 #                                   ESLint for the SDK's lint, into tests/.js and tests/.otel (kept out of git)
 #   sh tests/bootstrap.sh           both: what the whole suite (python3 -m pytest) and CI need
 set -eu
@@ -64,6 +64,10 @@ fi
 # Hotwire Turbo 8 (Turbo Drive form posts that follow their 303 in a fetch) for tests/test_horizon.py.
 if [ ! -f "$here/.js/node_modules/@hotwired/turbo/dist/turbo.es2017-umd.js" ]; then
     npm install --prefix "$here/.js" --no-audit --no-fund --silent @hotwired/turbo@8.0.23 >/dev/null
+fi
+# htmx 2 (its answers swapped after the form, appended, out of band) for tests/test_shapes.py.
+if [ ! -f "$here/.js/node_modules/htmx.org/dist/htmx.min.js" ]; then
+    npm install --prefix "$here/.js" --no-audit --no-fund --silent htmx.org@2.0.11 >/dev/null
 fi
 # Real Express, Next.js and React Router 7 (framework mode, Vite) apps with stock OpenTelemetry instrumentation
 # for tests/test_otel.py, and Vite with Vue's single-file components for tests/test_evidence.py (releases that

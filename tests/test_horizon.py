@@ -420,14 +420,14 @@ def test_a_text_miss_never_quotes_a_route_announcer(live):
     assert "untitled page" not in reticle._dumps(out), out
 
 
-# -- plain failure text (issue 29 #4): in the act's form (no), where the act's answer went (unknown) --------
+# -- plain failure text (issue 29 #4): in the act's form, and where the act's answer went (issue 46 #4): no --
 
 PLAIN_SAID = {"form": "Name is required", "htmx": "That email address is not valid."}
 PLAIN_OK = {"form": "Saved", "htmx": "subscribed"}
 
 
 @pytest.mark.parametrize("kind,verdict,reason", [("form", "no", "failure_observed"),
-                                                 ("htmx", "unknown", "failure_text_shown")])
+                                                 ("htmx", "no", "failure_observed")])
 def test_plain_failure_text_is_evidence_for_the_settle(live, kind, verdict, reason):
     open_page(live, "/plain/%s/" % kind)
     out = act_and_wait(live)

@@ -8,6 +8,7 @@ import re
 import pytest
 
 import reticle
+from _dialects_app import ASTRO_DATA, ASTRO_DATA_FAILURE, ASTRO_ERROR, DEVALUE
 from _events import call
 from _events import ev
 
@@ -493,6 +494,17 @@ WIRE = [
      call(5, method="GET", url="/notes", body=SK_REDIRECT)),
     ("sveltekit-action-success", call(5, url="/notes?/create", body=SK_SUCCESS), "answer",
      call(5, url="/notes?/create", body='{"type":"success","status":200,"data":"x","user":{"id":1}}')),
+    # Astro's actions (tests/_dialects_app.py has the bodies as Astro writes them)
+    ("astro-action-error", call(5, url="/_actions/notes.create", body=ASTRO_ERROR,
+                                responseHeaders={"content-type": "application/json"}), "failure",
+     call(5, url="/_actions/notes.create", body='{"type":"AstroActionWarning","code":"CONFLICT"}',
+          responseHeaders={"content-type": "application/json"})),
+    ("astro-action-data-failure", call(5, url="/_actions/notes.create", body=ASTRO_DATA_FAILURE,
+                                       responseHeaders={"content-type": DEVALUE}), "failure",
+     call(5, url="/api/notes", body=ASTRO_DATA_FAILURE, responseHeaders={"content-type": DEVALUE})),
+    ("astro-action-data", call(5, url="/_actions/notes.create", body=ASTRO_DATA,
+                               responseHeaders={"content-type": DEVALUE}), "answer",
+     call(5, url="/_actions/notes.create", body=ASTRO_DATA, responseHeaders={"content-type": "application/json"})),
     ("turbo-stream", call(5, url="/messages", body=TURBO_STREAM,
                           responseHeaders={"content-type": "text/vnd.turbo-stream.html; charset=utf-8"}), "answer",
      call(5, url="/messages", body='<div id="messages">Hello</div>', responseHeaders={"content-type": "text/html"})),
@@ -677,15 +689,24 @@ def test_plain_failure_text_in_the_acts_form_makes_the_settle_no():
         assert got[:2] == ("yes", "proved"), got
 
 
-def test_plain_failure_text_where_the_answer_went_makes_the_settle_unknown():
-    """Outside the act's form, text the answer brought (it is in a response body) that reads as a failure:
-    unknown; the same words not from an answer (a list item re-rendered) are not the act's."""
+def test_plain_failure_text_the_acts_answer_carried_makes_the_settle_no():
+    """Outside the act's form, text the act's own answer brought (it is in that response's body) that reads
+    as a failure: no (issue 46 #4); the same words only put back in place of themselves (`again`: a list
+    re-rendered whole), or brought by an answer that is not the act's (the page's own polling), are not known
+    to be the act's: unknown; the person's own words echoed back, or words in no answer at all, are no
+    failure."""
     said = ev(3, "ui.alert", text="That email address is not valid.", source="text", level=None, scope="answer")
     window = [call(1, body='<p class="err">That email address is not valid.</p>'), ev(2, "dom.added"), said]
     got = reticle._decide({"pass": True, "evidence": {}}, [], window, known(), 0.0, parse(SETTLE), act=True)
-    assert got[:2] == ("unknown", "failure_text_shown") and "not valid" in got[2], got
+    assert got[:2] == ("no", "failure_observed") and "not valid" in got[2] and "act's answer" in got[2], got
     assert "not valid" in reticle._failure_in_sight(parse({"kind": "text", "contains": "subscribed"}), window, 0.0,
                                                      known())
+    again = window[:2] + [ev(3, "ui.alert", **dict(said["data"], again=True))]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], again, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("unknown", "failure_text_shown") and "in place of itself" in got[2], got
+    polled = known(polled=("POST /api/save",))
+    got = reticle._decide({"pass": True, "evidence": {}}, [], window, polled, 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("unknown", "failure_text_shown") and "not the act's own" in got[2], got
     echoed = [call(1, body='<li>That email address is not valid.</li>',
                    requestBody="title=That+email+address+is+not+valid."), ev(2, "dom.added"), said]
     got = reticle._decide({"pass": True, "evidence": {}}, [], echoed, known(), 0.0, parse(SETTLE), act=True)
@@ -693,6 +714,57 @@ def test_plain_failure_text_where_the_answer_went_makes_the_settle_unknown():
     elsewhere = [call(1, body='{"ok": true}'), ev(2, "dom.added"), said]
     got = reticle._decide({"pass": True, "evidence": {}}, [], elsewhere, known(), 0.0, parse(SETTLE), act=True)
     assert got[:2] == ("yes", "proved"), got
+
+
+TAKEN = '<p class="error">That title is <b>taken</b>.</p>'
+
+
+def marked(t=3, **extra):
+    """The SDK's report of an element marked as an error in what changed after the act."""
+    return ev(t, "ui.alert", **dict({"text": "That title is taken.", "source": "marker", "level": "error",
+                                     "scope": "answer", "related": True}, **extra))
+
+
+def test_a_mark_the_acts_answer_carried_is_a_failure_wherever_it_landed():
+    """Issue 46 #4: an htmx answer (200) marked as an error, with no word of failure, swapped in after the act's
+    form, out of band into the header or anywhere else: no, every way it is asked, unless the predicate asks for
+    it; the same mark in no answer of the act (the page's own script, a poll) is not the act's."""
+    window = [call(1, url="/notes", body=TAKEN), ev(2, "dom.added"), marked()]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], window, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("no", "failure_observed"), got
+    assert "'That title is taken.' marked as an error where the act's answer put it" in got[2], got
+    net = parse({"kind": "net", "method": "POST", "urlContains": "/notes", "status": 200})
+    cs = reticle._contradictions(window, net, 0.0, known())
+    assert [c["kind"] for c in cs] == ["error-shown"], cs
+    asked = parse({"kind": "text", "contains": "title is taken"})
+    assert reticle._contradictions(window, asked, 0.0, known()) == []
+    assert "taken" in reticle._failure_in_sight(net, window, 0.0, known())
+    for not_the_acts in ([call(1, url="/notes", body="<p>Saved.</p>"), ev(2, "dom.added"), marked()],
+                         [call(1, url="/notes", body=TAKEN, durationMs=10), ev(2, "dom.added"), marked()]):
+        floor = 0.0 if not_the_acts[0]["data"].get("durationMs") is None else 50.0  # the call began before the act
+        got = reticle._decide({"pass": True, "evidence": {}}, [], not_the_acts, known(), floor, parse(SETTLE),
+                              act=True)
+        assert got[:2] == ("yes", "proved"), got
+        assert reticle._contradictions(not_the_acts, net, floor, known()) == []
+    # a mark put back in place of itself by the act's answer is still the act's (an outerHTML swap re-rendered it)
+    again = [call(1, url="/notes", body=TAKEN), ev(2, "dom.added"), marked(again=True)]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], again, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("no", "failure_observed"), got
+
+
+def test_a_mark_in_the_acts_form_is_an_error_shown_unless_it_was_there_before():
+    """New in the act's form: an error shown, whatever the answers say.  There before the act (the form
+    re-rendered with the same mark): the act's only where its answer carried it."""
+    fresh = [call(1, url="/notes", body='{"ok": true}'), ev(2, "dom.added"), marked(scope="form")]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], fresh, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("no", "failure_observed") and "in the act's form" in got[2], got
+    before = [call(1, url="/notes", body='{"ok": true}'), ev(2, "dom.added"), marked(scope="form", again=True)]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], before, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("yes", "proved"), got
+    carried = [call(1, url="/notes", body='<form>%s</form>' % TAKEN), ev(2, "dom.added"),
+               marked(scope="form", again=True)]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], carried, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("no", "failure_observed"), got
 
 
 # -- transient messages judged by time (issue 29 #3) -------------------------------------------------

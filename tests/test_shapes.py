@@ -3,9 +3,14 @@ Chromium through a real MCP client, with the truth checked on the server: what t
 is told (ui.alert), streamed responses (net.stream), response headers, socket frames."""
 
 import json
+import os
 
 import pytest
 
+import reticle
+from _dialects_app import (ASTRO4_INPUT_ERROR, ASTRO_ANSWERS, ASTRO_DATA, HTMX_JS, REFUSED, DialectsApp,
+                           DialectsServer)
+from _events import call, ev
 from _harness import observe_all, Live, chromium_path, wait_until
 from _shapes_app import BIG_FEED_BYTES, FEED_ROWS, NOT_FOUND, Shapes
 
@@ -430,3 +435,196 @@ def test_a_dialog_around_an_invalid_field_is_reported_beside_it(live):
     shown = [(a["source"], a.get("field"), a["text"]) for a in alerts(live, since)[1:]]
     assert shown == [("invalid", "Confirmation", "Type DELETE exactly"),
                      ("alertdialog", None, "Type DELETE to confirm Type DELETE exactly")]
+
+
+# -- the failure dialects of issue 46 #4, on a Flask app (tests/_dialects_app.py): an htmx answer's failure
+# wherever it lands, and Astro's action envelopes; with the script tag and in a device -----------------------
+
+DIALECTS = DialectsApp()
+
+
+@pytest.fixture(scope="module")
+def dialects(tmp_path_factory):
+    """A daemon, the Flask app, a Chromium tab on it (the script tag) and an MCP client of their own: a tab
+    is one session per origin (its id lives in the origin's sessionStorage), so the module's tab stays home."""
+    lv = Live(tmp_path_factory.mktemp("dialects"), None, path="/astro/",
+              server=lambda daemon: DialectsServer(DIALECTS, daemon))
+    yield lv
+    lv.close()
+
+
+@pytest.fixture(scope="module")
+def dialects_device(dialects):
+    opened = dialects.mcp.ok("reticle_open", {"url": dialects.app.url + "/astro/"})
+    yield opened["sessionId"]
+    dialects.mcp.call("reticle_close", {"sessionId": opened["sessionId"]})
+
+
+@pytest.fixture(params=["tag", "device"])
+def session(request, dialects):
+    """The session of one mode: the dialects' own tab (the script tag) or their device."""
+    if request.param == "device":
+        return request.getfixturevalue("dialects_device")
+    tabs = [t["sessionId"] for t in dialects.mcp.ok("reticle_sessions")["sessions"] if not t.get("device")]
+    assert len(tabs) == 1, tabs
+    return tabs[0]
+
+
+def open_dialect(dialects, sid, path):
+    DIALECTS.reset()
+    nav = dialects.mcp.ok("reticle_navigate", {"url": dialects.app.url + path, "sessionId": sid})
+    assert nav["confirmed"] is True, nav
+
+
+def save_note(dialects, sid, title, **extra):
+    """Fill the title and press Save -> the act's verdict (no `until` unless given)."""
+    dialects.mcp.ok("reticle_act", {"target": {"label": "Title"}, "action": "fill", "args": {"value": title},
+                                "sessionId": sid})
+    return dialects.mcp.ok("reticle_act_and_wait", dict({"target": {"role": "button", "name": "Save"},
+                                                     "action": "click", "timeout_ms": 4000, "sessionId": sid},
+                                                    **extra))
+
+
+HTMX_POSTED = {"kind": "net", "method": "POST", "urlContains": "/notes", "status": 200}
+needs_htmx = pytest.mark.skipif(not os.path.exists(HTMX_JS), reason="needs htmx.org (sh tests/bootstrap.sh)")
+
+
+@needs_htmx
+@pytest.mark.parametrize("how", ["after", "outer", "end", "oob"])
+def test_an_htmx_answer_marked_as_an_error_is_no_wherever_it_lands(dialects, session, how):
+    """A refusal answered 200 whose fragment is marked as an error (no word of failure in it) lands after
+    the form, replaces a box beside it, is appended to a list below it or is swapped out of band into the
+    header: `no` every time it is repeated and every way it is asked; the server stored nothing."""
+    open_dialect(dialects, session, "/htmx/%s/" % how)
+    DIALECTS.refuse = True
+    out = save_note(dialects, session, "Groceries", until={"kind": "text", "contains": "title is taken"})
+    assert out["verified"] == "yes", out  # the predicate asks for the refusal itself
+    for title in ("Groceries", "Groceries again"):
+        out = save_note(dialects, session, title)
+        assert (out["verified"], out["verifiedReason"]) == ("no", "failure_observed"), out
+        assert REFUSED in out["because"] and "act's answer" in out["because"], out
+    out = save_note(dialects, session, "Groceries", until=HTMX_POSTED)
+    assert out["verified"] == "no" and REFUSED in out["because"], out
+    dialects.mcp.ok("reticle_act", {"target": {"role": "button", "name": "Save"}, "action": "click", "sessionId": session})
+    out = dialects.mcp.ok("reticle_assert", {"predicate": HTMX_POSTED, "timeout_ms": 3000, "sessionId": session})
+    assert out["verified"] == "no" and REFUSED in out["because"], out
+    assert DIALECTS.notes() == []
+
+
+@needs_htmx
+@pytest.mark.parametrize("how", ["after", "outer", "end", "oob", "words"])
+def test_a_healthy_htmx_answer_is_yes_wherever_it_lands(dialects, session, how):
+    open_dialect(dialects, session, "/htmx/%s/" % how)
+    for title in ("Groceries", "Errands"):
+        out = save_note(dialects, session, title)
+        assert out["verified"] == "yes", out
+    out = save_note(dialects, session, "Books", until=HTMX_POSTED)
+    assert out["verified"] == "yes", out
+    assert DIALECTS.notes() == ["Groceries", "Errands", "Books"]
+
+
+@needs_htmx
+def test_an_htmx_answer_in_words_of_failure_is_no_then_unknown_when_it_only_repeats_itself(dialects, session):
+    """Plain words, no mark: the act's answer saying "Could not save the note." where it lands is `no`; the
+    next refusal only puts the same words back in place of themselves (as a list re-rendered whole puts back
+    a row that says "failed"), which is not known to be the act's: `unknown` (failure_text_shown)."""
+    open_dialect(dialects, session, "/htmx/words/")
+    DIALECTS.refuse = True
+    out = save_note(dialects, session, "Groceries")
+    assert (out["verified"], out["verifiedReason"]) == ("no", "failure_observed"), out
+    assert "Could not save the note" in out["because"], out
+    out = save_note(dialects, session, "Groceries")
+    assert (out["verified"], out["verifiedReason"]) == ("unknown", "failure_text_shown"), out
+    assert DIALECTS.notes() == []
+
+
+# Astro actions: the answers exactly as Astro writes them, read both ways, then in the browser
+
+ASTRO_CALL = {"kind": "net", "method": "POST", "urlContains": "/_actions/notes.create"}
+
+
+def astro_call(status, ctype, body):
+    return call(5, url="/_actions/notes.create", status=status, body=body, responseHeaders={"content-type": ctype})
+
+
+@pytest.mark.parametrize("kind,meaning", [("data", "answer"), ("error", "failure"), ("error-200", "failure"),
+                                          ("input", "failure"), ("data-failure", "failure")])
+def test_an_astro_action_answer_is_read_for_what_it_means(kind, meaning):
+    d = astro_call(*ASTRO_ANSWERS[kind])["data"]
+    got = reticle._wire_meaning(d)
+    assert got is not None and got[0] == meaning, got
+    if kind != "data":
+        said = "String must contain at least 1 character(s)" if kind == "input" else "That title is taken."
+        assert said in got[1], got
+    # the same bodies elsewhere, or read (GET), are not Astro's
+    assert reticle._wire_meaning(call(5, url="/api/notes", status=ASTRO_ANSWERS[kind][0],
+                                      body=ASTRO_ANSWERS[kind][2])["data"]) is None
+    assert reticle._wire_meaning(call(5, method="GET", url="/_actions/notes.create", body=ASTRO_ANSWERS[kind][2],
+                                      status=ASTRO_ANSWERS[kind][0])["data"]) is None
+
+
+def test_an_astro_error_envelope_under_200_is_a_failed_request_with_its_own_status():
+    """As SvelteKit's `failure` envelope is read: the call is a 409 for every rule, its message named; the
+    error at its own status stays what it is, and a success stays a 200."""
+    under_200 = astro_call(*ASTRO_ANSWERS["error-200"])["data"]
+    reticle._take_wire_status(under_200)
+    assert (under_200["status"], under_200["httpStatus"], under_200["ok"]) == (409, 200, False), under_200
+    assert "CONFLICT" in under_200["statusNote"] and "That title is taken." in under_200["statusNote"], under_200
+    assert not reticle._call_matches(under_200, {"status": 200}) and reticle._call_matches(under_200, {"ok": False})
+    for kind in ("data", "error", "input", "data-failure"):
+        d = astro_call(*ASTRO_ANSWERS[kind])["data"]
+        reticle._take_wire_status(d)
+        assert d["status"] == ASTRO_ANSWERS[kind][0] and "httpStatus" not in d, d
+    old = astro_call(200, "application/json", ASTRO4_INPUT_ERROR)["data"]
+    reticle._take_wire_status(old)
+    assert (old["status"], old["httpStatus"]) == (400, 200) and "String must contain" in old["statusNote"], old
+
+
+def test_an_astro_error_envelope_makes_the_settle_no_and_its_data_yes():
+    window = [astro_call(*ASTRO_ANSWERS["error-200"]), ev(6, "dom.added")]
+    reticle._take_wire_status(window[0]["data"])
+    settle = reticle.parse_predicate({"kind": "settled", "quietMs": 300})
+    k = reticle._Known([], {}, None, "", ())
+    got = reticle._decide({"pass": True, "evidence": {}}, [], window, k, 0.0, settle, act=True)
+    assert got[:2] == ("no", "failure_observed") and "409" in got[2] and "That title is taken." in got[2], got
+    fine = [astro_call(*ASTRO_ANSWERS["data"]), ev(6, "dom.added")]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], fine, k, 0.0, settle, act=True)
+    assert got[:2] == ("yes", "proved"), got
+    net_200 = reticle.parse_predicate(dict(ASTRO_CALL, status=200))
+    failed = [astro_call(*ASTRO_ANSWERS["data-failure"])]
+    assert [c["kind"] for c in reticle._contradictions(failed, net_200, None)] == ["partial-failure-in-ok-response"]
+    assert reticle._contradictions(fine, net_200, None) == []
+
+
+def test_devalue_is_read_back_as_devalue_writes_it():
+    assert reticle._devalue_parse(ASTRO_DATA) == (True, {"ok": True, "note": {
+        "id": 7, "title": "Groceries", "created": "2025-03-01T09:30:00.000Z"}})
+    # a shared value, undefined (-1), a hole (-2), -0 (-6), a Set, a Map, a BigInt, a null-prototype object
+    assert reticle._devalue_parse('[{"a":1,"b":1,"c":-1,"d":2},"x",[3,-2,-6],7]') == (
+        True, {"a": "x", "b": "x", "c": None, "d": [7, None, 0]})
+    assert reticle._devalue_parse('[["Set",1,2],"a","b"]') == (True, ["a", "b"])
+    assert reticle._devalue_parse('[["Map",1,2],"k",3]') == (True, {"k": 3})
+    assert reticle._devalue_parse('[["BigInt","12345678901234567890"]]') == (True, 12345678901234567890)
+    assert reticle._devalue_parse('[["null","title",1],"A"]') == (True, {"title": "A"})
+    assert reticle._devalue_parse('[{"self":0}]')[1]["self"]["self"] is not None  # a cycle is no hang
+    for nope in ('{"type":"AstroActionError"}', '[{"a":9}]', "[]", "not json", '[{"a":"1"}]'):
+        assert reticle._devalue_parse(nope) == (False, None), nope
+
+
+# what the answer of each Astro failure names: its own status, or (under 200) what the envelope or data says
+ASTRO_SAID = {"error": "answered 409", "input": "answered 400", "error-200": "Astro action error CONFLICT",
+              "data-failure": "the Astro action's data (devalue) says ok: false"}
+
+
+@pytest.mark.parametrize("kind,verdict", [("data", "yes"), ("error", "no"), ("error-200", "no"), ("input", "no"),
+                                          ("data-failure", "no")])
+def test_an_astro_action_in_the_browser(dialects, session, kind, verdict):
+    """The page calls the action as Astro's client does and says "Saved" for any 2xx: the answer alone tells,
+    with the act's settle (twice) and with `until` a 200 of the action."""
+    open_dialect(dialects, session, "/astro/")
+    DIALECTS.astro = kind
+    for until in (None, None, dict(ASTRO_CALL, status=200)):
+        out = save_note(dialects, session, "Groceries", **({"until": until} if until else {}))
+        assert out["verified"] == verdict, out
+        assert verdict == "yes" or ASTRO_SAID[kind] in out["because"], out
+    assert DIALECTS.notes() == (["Groceries"] * 3 if kind == "data" else [])

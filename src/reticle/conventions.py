@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import re
 import urllib.parse
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from .events import _calls
 from .util import _short
@@ -198,8 +198,12 @@ def _plain_failure(text: str) -> bool:
 def _is_failure_ui(d: dict) -> bool:
     """A message the user is shown tells a failure: its convention says so (a field marked invalid,
     a declared error toast, an error row of _FAILURE_UI), or its text is a failure phrase with no
-    negation ("0 errors found" is a success)."""
+    negation ("0 errors found" is a success).  What an answer put on the page outside the act's form
+    (scope "answer"), and a mark in the act's form that was there before the act (`again`), tell a
+    failure only where the act's own answer carried them (_carried_failures)."""
     text = str(d.get("text", ""))
+    if d.get("scope") == "answer" or (d.get("source") == "marker" and d.get("scope") == "form" and d.get("again")):
+        return False
     if d.get("source") == "text":  # plain text: a failure only in the act's own form (see _failure_text), or
         # on the page a posted form came back on, unredirected (the SDK's formCameBack)
         return d.get("scope") in ("form", "returned") and _plain_failure(text)
@@ -207,28 +211,61 @@ def _is_failure_ui(d: dict) -> bool:
     return d.get("level") == "error" or d.get("source") == "invalid" or bool(worded)
 
 
-def _answer_failure_text(window: List[dict]) -> List[dict]:
-    """Plain text that reads as a failure (_PLAIN_FAILURE) which appeared after the act outside its form
-    in what the act's answer updated: the SDK saw it appear after a request answered (scope "answer"),
-    and the text is in the body of an answer of the window (an htmx fragment swapped in)."""
-    bodies = [" ".join(html.unescape(d["responseBody"]).split()) for d in _calls(window)
+def _answer_text(body: Any) -> str:
+    """An answer's body as the text it renders: tags out, entities read, spaces one."""
+    if not isinstance(body, str):
+        return ""
+    return " ".join(html.unescape(re.sub(r"<[^>]*>", " ", body)).split())
+
+
+def _swapped_in(window: List[dict], answers: Optional[List[dict]]) -> List[Tuple[dict, bool]]:
+    """What answers put on the page that may tell a failure, each with whether one of `answers` (the act's
+    calls; every call of the window when None) carried it: the SDK's ui.alert events of an element marked as
+    an error (source "marker") or of plain failure text (source "text", _PLAIN_FAILURE) that appeared after
+    a response came, outside the act's form (scope "answer": an htmx fragment after the form, appended to a
+    list, swapped out of band into the header), or a mark in the act's form that was there before the act
+    (`again`).  Carried: its text is in the text an answer's body renders (_answer_text; spaces aside, since a
+    tag inside the message, `<b>taken</b>.`, is no space on the page), and not in what a request of the window
+    sent (the person's own words echoed back: a new item, not a message)."""
+    calls = _calls(window)
+    bodies = ["".join(_answer_text(d["responseBody"]).split()) for d in (calls if answers is None else answers)
               if isinstance(d.get("responseBody"), str)]
-    sent = [urllib.parse.unquote_plus(d["requestBody"]) for d in _calls(window)
-            if isinstance(d.get("requestBody"), str)]
+    sent = [urllib.parse.unquote_plus(d["requestBody"]) for d in calls if isinstance(d.get("requestBody"), str)]
     out = []
     for e in window:
         d = e["data"]
-        if e["type"] != "ui.alert" or d.get("source") != "text" or d.get("scope") != "answer":
+        if e["type"] != "ui.alert" or d.get("source") not in ("text", "marker") or (
+                d.get("scope") != "answer" and not (d.get("scope") == "form" and d.get("again"))):
             continue
         text = " ".join(str(d.get("text", "")).split())
-        if text and _plain_failure(text) and any(text in b for b in bodies) and not any(text in s for s in sent):
-            out.append(d)  # (text the request sent, echoed back: a new item the person typed, not a message)
+        if not text or (d.get("source") == "text" and not _plain_failure(text)) or any(text in s for s in sent):
+            continue
+        out.append((d, any("".join(text.split()) in b for b in bodies)))
     return out
 
 
-def _error_ui(window: List[dict]) -> List[dict]:
-    """Errors the user was shown in the window (ui.alert events, see _is_failure_ui)."""
-    return [e["data"] for e in window if e["type"] in ("ui.alert", "ui.status") and _is_failure_ui(e["data"])]
+def _carried_failures(window: List[dict], answers: Optional[List[dict]] = None) -> List[dict]:
+    """Failures the act's own answer carried onto the page, wherever they landed (_swapped_in): an element
+    marked as an error, or plain failure text that was not only put back in place of the same text (`again`:
+    a list re-rendered whole puts back a row that says "failed", see _answer_failure_text)."""
+    return [d for d, carried in _swapped_in(window, answers)
+            if carried and (d.get("source") == "marker" or not d.get("again"))]
+
+
+def _answer_failure_text(window: List[dict], answers: Optional[List[dict]] = None) -> List[dict]:
+    """Plain failure text an answer put on the page outside the act's form that is not known to be the act's
+    failure: it is in the body of an answer of the window, but only took the place of the same text, or came
+    in an answer that is not one of the act's `answers` (rule 13b: unknown)."""
+    carried = _carried_failures(window, answers)
+    in_any = [d for d, found in _swapped_in(window, None) if found and d.get("source") == "text"]
+    return [d for d in in_any if not any(d is c for c in carried)]
+
+
+def _error_ui(window: List[dict], answers: Optional[List[dict]] = None) -> List[dict]:
+    """Errors the user was shown in the window (ui.alert events, see _is_failure_ui), and the failures the
+    act's answer carried onto the page (_carried_failures; `answers`: the act's calls, or all the window's)."""
+    return [e["data"] for e in window if e["type"] in ("ui.alert", "ui.status") and _is_failure_ui(e["data"])] + \
+        _carried_failures(window, answers)
 
 
 def _ui_label(d: dict) -> str:
@@ -237,7 +274,9 @@ def _ui_label(d: dict) -> str:
              "text": "as plain text %s" % ("in the act's form" if d.get("scope") == "form" else
                                            "on the page the posted form came back on" if d.get("scope") == "returned"
                                            else "where the act's answer went"),
-             "marker": "marked as an error on the page the posted form came back on",
+             "marker": "marked as an error %s" % ("where the act's answer put it" if d.get("scope") == "answer" else
+                                                  "in the act's form" if d.get("scope") == "form" else
+                                                  "on the page the posted form came back on"),
              "alertdialog": "in a dialog", "assertive": "in an assertive live region", "alert": "as an alert"}.get(
         source, "in a %s message" % source if source else "as an alert")
     return "%r %s%s" % (_short(str(d.get("text", "")), 120), where,

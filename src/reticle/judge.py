@@ -6,15 +6,14 @@ the verdict rules, in order, that turn both into yes, no or unknown.
 
 from __future__ import annotations
 
-import html
 import re
 import urllib.parse
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .causes import _caused_by_act, _had_effect, _lost_evidence, _no_effect, _periodic, _unread_write
 from .constants import HORIZON_CAP_MS, SERVER_WAIT_CAP_MS, STRANDED_NOTE
-from .conventions import (_ABSENCE_BLIND_SPOTS, _BLAMES_USER, _FAILURE_WORDS, _answer_failure_text, _error_ui,
-    _is_failure_ui, _ui_label)
+from .conventions import (_ABSENCE_BLIND_SPOTS, _BLAMES_USER, _FAILURE_WORDS, _answer_failure_text, _answer_text,
+    _error_ui, _is_failure_ui, _ui_label)
 from .events import (_UI_EVENTS, _WRITE_METHODS, _call_failed, _call_label, _call_matches, _calls, _frames, _is_dev,
     _is_write, _still_open)
 from .frames import _answered
@@ -198,13 +197,13 @@ def _foreign_failures(window: List[dict], origin: str) -> Tuple[List[dict], List
     return foreign, said
 
 
-def _failures_shown(window: List[dict], origin: str = "") -> List[str]:
-    """What went wrong in plain sight: an error shown to the user, a console error or uncaught
-    exception, a write that failed.  Each in a short phrase, most telling first.  A failed send to
-    another origin than the page's (`origin`) and the console errors about it are not among them
-    (_foreign_failures)."""
+def _failures_shown(window: List[dict], origin: str = "", answers: Optional[List[dict]] = None) -> List[str]:
+    """What went wrong in plain sight: an error shown to the user (one the act's `answers` carried onto the
+    page included, see _error_ui), a console error or uncaught exception, a write that failed.  Each in a short
+    phrase, most telling first.  A failed send to another origin than the page's (`origin`) and the console
+    errors about it are not among them (_foreign_failures)."""
     foreign, foreign_said = _foreign_failures(window, origin)
-    out = ["the page showed %s" % _ui_label(d) for d in _error_ui(window)]
+    out = ["the page showed %s" % _ui_label(d) for d in _error_ui(window, answers)]
     out += ["%s said %s" % (_frame_label(d), d["problem"]) for d in _message_failures(window)]
     excused = {id(e) for e in foreign_said}
     for e in window:
@@ -261,7 +260,8 @@ def _c_store_created_nothing(window: List[dict], p: dict, action_since: Optional
 
 
 def _c_error_shown(window: List[dict], p: dict, action_since: Optional[float], known: Optional["_Known"]) -> List[dict]:
-    unexpected = [d for d in _error_ui(window) if not _expects_error(p, d)]
+    answers = _act_answers(window, action_since, known) if action_since is not None else None
+    unexpected = [d for d in _error_ui(window, answers) if not _expects_error(p, d)]
     return [{"claim": "%s held" % _describe_predicate(p), "counter": "the page showed %s" % _ui_label(unexpected[0]),
              "detail": "the user was told something failed"}] if unexpected else []
 
@@ -504,7 +504,7 @@ def _r_not_answering(c: _Case) -> _Ruling:
 def _r_act_failed(c: _Case) -> _Ruling:
     if not c.implicit:
         return None
-    failures = _failures_shown(c.window, c.known.origin)
+    failures = _failures_shown(c.window, c.known.origin, _act_answers(c.window, c.floor, c.known))
     if failures:
         return "no", "failure_observed", "after the act %s" % "; ".join(failures[:2])
     if not c.res["pass"]:
@@ -726,19 +726,18 @@ def _stale_message(d: dict, window: List[dict], floor: float, known: Optional["_
     text = d.get("text")
     if any(e["type"] in ("ui.alert", "ui.status") and e["data"].get("text") == text for e in window):
         return False
-    mine = [e["data"] for e in window if e["type"] == "net.request" and not _is_dev(e["data"])
-            and _caused_by_act(e, floor, known, repeats=True)]  # a retry of the same save is the act's
+    mine = _act_answers(window, floor, known)
     flat = " ".join(str(text).split())
     if flat and any(flat in _answer_text(x.get("responseBody")) for x in mine):
         return False  # the act's own answer (re)rendered it: an htmx fragment swapped into the same element
     return bool(mine) and not any(_call_failed(x) for x in mine)
 
 
-def _answer_text(body: Any) -> str:
-    """An answer's body as the text it renders: tags out, entities read, spaces one."""
-    if not isinstance(body, str):
-        return ""
-    return " ".join(html.unescape(re.sub(r"<[^>]*>", " ", body)).split())
+def _act_answers(window: List[dict], floor: float, known: Optional["_Known"]) -> List[dict]:
+    """The completed calls of the window the act at `floor` could have caused (a retry of the same save is the
+    act's; the page's own timer traffic, dev tooling and other origins are not): the act's own answers."""
+    return [e["data"] for e in window if e["type"] == "net.request" and not _is_dev(e["data"])
+            and _caused_by_act(e, floor, known, repeats=True)]
 
 
 def _r_failure_still_shown(c: _Case) -> _Ruling:
@@ -754,12 +753,15 @@ def _r_failure_still_shown(c: _Case) -> _Ruling:
 def _r_failure_text_answer(c: _Case) -> _Ruling:
     if not c.implicit:
         return None
-    said = [d for d in _answer_failure_text(c.window) if not _expects_error(c.p, d)]
+    said = [d for d in _answer_failure_text(c.window, _act_answers(c.window, c.floor, c.known))
+            if not _expects_error(c.p, d)]
     if said:
+        how = ("only put back the same text in place of itself (a list or region re-rendered whole)"
+               if said[0].get("again") else "came in an answer that is not the act's own")
         return "unknown", "failure_text_shown", (
-            "the act's answer put text that reads as a failure on the page (%r), outside the act's form, so "
+            "an answer put text that reads as a failure on the page (%r), outside the act's form; it %s, so "
             "whether the act worked is not known; declare the consequence you expect with `until`" %
-            _short(str(said[0].get("text", "")), 120))
+            (_short(str(said[0].get("text", "")), 120), how))
     return None
 
 
@@ -859,9 +861,10 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     2. the tab went away during the observation -> unknown, observation_lost
     2b. the tab does not answer commands (a dialog open, its main thread busy) -> unknown, not_answering
     2a. act_and_wait with no predicate (did the act work?): a failure in sight (an error shown to the
-        user, a console error, a failed write; a failed send to another origin beside the app's own good
-        requests, and the console error about it, are named in the `yes` instead) -> no,
-        failure_observed; a page that never settled -> unknown, unsettled
+        user, one the act's own answer carried onto the page included, a console error, a failed write;
+        a failed send to another origin beside the app's own good requests, and the console error about
+        it, are named in the `yes` instead) -> no, failure_observed; a page that never settled -> unknown,
+        unsettled
     3. the predicate failed for want of evidence that events lost from the window could have held
        (evicted, sampled, or dropped by the page while the daemon was unreachable) -> unknown,
        evidence_lost; a violation that is there (decided), or a check of the live page, stands
@@ -908,9 +911,12 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
          the act or not, re-rendered or not, it is not fixed -> no, failure_still_shown; one elsewhere
          is named in the `yes`, and so is a leftover (_stale_message: an error toast shown before the
          act, outside the act's own form or region, while the act's own requests all succeeded)
-    13b. act_and_wait with no predicate, and the act's answer put text that reads as a failure
-         (_PLAIN_FAILURE) outside the act's form (an htmx fragment swapped in) -> unknown,
-         failure_text_shown; in the act's form it is an error shown (2a: no, failure_observed)
+    13b. act_and_wait with no predicate, and an answer put text that reads as a failure (_PLAIN_FAILURE)
+         outside the act's form that is not known to be the act's: it only took the place of the same text
+         (a list re-rendered whole), or came in an answer the act did not cause -> unknown,
+         failure_text_shown; in the act's form, or carried by the act's own answer wherever it landed (an
+         htmx fragment, an out-of-band swap: _carried_failures), it is an error shown (2a: no,
+         failure_observed)
     13c. what would be a `yes` after an act, while a value an earlier act filled had been reset by the
          page before it (hydration re-rendering the field) -> unknown, fill_reset
     13d. a posted form came back with no redirect, marking no error and saying no success (the SDK's

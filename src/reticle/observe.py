@@ -20,7 +20,7 @@ from .conventions import _answer_failure_text, _error_ui, _is_failure_ui, _ui_la
 from .errors import ToolError
 from .events import _FRAME_TYPES, _UI_EVENTS, _call_failed, _call_label, _call_matches, _is_dev, _is_write
 from .frames import _answered, _localhost_name, _locate
-from .judge import _expects_error, _holds_count, _judge, _judge_final, _message_failures, _stale_message
+from .judge import _act_answers, _expects_error, _holds_count, _judge, _judge_final, _message_failures, _stale_message
 from .observation import _Observation, _ReadFailed, _leaf_key, _leaves
 from .predicates import _PREDICATE_KINDS, _describe_predicate, _frame_label
 from .server_judge import _jobs_running, _server_unreported
@@ -126,7 +126,8 @@ def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known"
     """A failure the user was shown, or the act's own channel reported, after the act, that the
     predicate does not ask for: the phrase that names it, or None.  A failed write counts once a
     client retry had its chance (RETRY_GRACE_MS before `now`) and none answered otherwise."""
-    shown = [d for d in _error_ui(window) + _answer_failure_text(window) if not _expects_error(p, d)]
+    answers = _act_answers(window, floor, known)
+    shown = [d for d in _error_ui(window, answers) + _answer_failure_text(window, answers) if not _expects_error(p, d)]
     if shown:
         return "the page showed %s" % _ui_label(shown[0])
     reported = _message_failures(window)

@@ -1,7 +1,8 @@
 """Framework wire formats.
 
 What a framework's own answer to a request means when its status does not say it: Remix and React
-Router single fetch, Next.js server actions, Dash callbacks, SvelteKit's envelopes, Turbo streams.
+Router single fetch, Next.js server actions, Dash callbacks, SvelteKit's envelopes, Astro's actions, Turbo
+streams.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.parse
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .conventions import _NO_FAILURE
 from .events import _is_write
@@ -148,18 +149,100 @@ def _sveltekit_data_url(d: dict) -> bool:
     return urllib.parse.urlsplit(str(d.get("url", ""))).path.endswith("/__data.json")
 
 
-def _devalue_words(encoded: Any) -> str:
-    """The message a devalue-encoded action `data` carries (`[{"message": 1}, "Title is required"]`:
-    index 0 the object, its values indices into the array), as a suffix, or ''."""
+# devalue's values that are no index: undefined, a hole in an array, NaN, Infinity, -Infinity, -0
+_DEVALUE_SPECIAL: Dict[int, Any] = {-1: None, -2: None, -3: None, -4: None, -5: None, -6: 0}
+# devalue's typed entries whose argument is the value itself, not an index (a Date's ISO string, a RegExp's
+# source, a BigInt's digits, a boxed primitive, a typed array's or ArrayBuffer's base64)
+_DEVALUE_LITERAL = frozenset(("Date", "RegExp", "BigInt", "Object", "ArrayBuffer", "Int8Array", "Uint8Array",
+                              "Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array", "Uint32Array",
+                              "Float32Array", "Float64Array", "BigInt64Array", "BigUint64Array"))
+
+
+def _devalue_parse(encoded: Any) -> Tuple[bool, Any]:
+    """A devalue-encoded value read back (SvelteKit's action `data`, Astro's action answers): devalue writes
+    one flat JSON array whose entry 0 is the value, an object's and an array's members being indices into it
+    (`[{"ok":1,"id":2},true,7]` is {ok: true, id: 7}), a negative index a special value, a typed entry a
+    list that starts with its type (`["Date", iso]`, `["Set", i, ...]`, `["Map", k, v, ...]`, `["null", key, i,
+    ...]`, a custom reducer's `["URL", i]`).  -> (True, the value as JSON would hold it: a Date as its ISO
+    string, a Set as a list, a Map as an object), or (False, None) when `encoded` is not devalue."""
     try:
         flat = json.loads(encoded) if isinstance(encoded, str) else None
     except ValueError:
-        return ""
-    if not isinstance(flat, list) or not flat or not isinstance(flat[0], dict):
+        return False, None
+    if isinstance(flat, int) and not isinstance(flat, bool) and flat in _DEVALUE_SPECIAL:
+        return True, _DEVALUE_SPECIAL[flat]
+    if not isinstance(flat, list) or not flat:
+        return False, None
+    try:
+        return True, _devalue_value(flat, 0, {}, 0)
+    except (ValueError, TypeError, RecursionError):
+        return False, None
+
+
+def _devalue_value(flat: List[Any], at: Any, done: Dict[int, Any], depth: int) -> Any:
+    """Entry `at` of a devalue array, its members read in turn (`done` holds each entry read once, so a cycle
+    or a shared value is read once); ValueError for an index out of place."""
+    if not isinstance(at, int) or isinstance(at, bool) or depth > 64:
+        raise ValueError("not a devalue index: %r" % (at,))
+    if at < 0:
+        if at not in _DEVALUE_SPECIAL:
+            raise ValueError("not a devalue special value: %d" % at)
+        return _DEVALUE_SPECIAL[at]
+    if at >= len(flat):
+        raise ValueError("a devalue index past the end: %d" % at)
+    if at in done:
+        return done[at]
+    v = flat[at]
+    if isinstance(v, dict):
+        obj: Dict[str, Any] = {}
+        done[at] = obj
+        for k, i in v.items():
+            obj[k] = _devalue_value(flat, i, done, depth + 1)
+        return obj
+    if isinstance(v, list) and v and isinstance(v[0], str):
+        return _devalue_typed(flat, at, v, done, depth)
+    if isinstance(v, list):
+        items: List[Any] = []
+        done[at] = items
+        items.extend(_devalue_value(flat, i, done, depth + 1) for i in v)
+        return items
+    return v
+
+
+def _devalue_typed(flat: List[Any], at: int, v: List[Any], done: Dict[int, Any], depth: int) -> Any:
+    """A typed devalue entry (`["Date", iso]`, `["Set", i, ...]`, ...) as JSON would hold it."""
+    kind, args = v[0], v[1:]
+    if kind in _DEVALUE_LITERAL:
+        return int(args[0]) if kind == "BigInt" else args[0] if args else None
+    if kind in ("Map", "null"):
+        obj: Dict[str, Any] = {}
+        done[at] = obj
+        for j in range(0, len(args) - 1, 2):
+            key = _devalue_value(flat, args[j], done, depth + 1) if kind == "Map" else args[j]
+            obj[str(key)] = _devalue_value(flat, args[j + 1], done, depth + 1)
+        return obj
+    if kind == "Set":
+        items: List[Any] = []
+        done[at] = items
+        items.extend(_devalue_value(flat, i, done, depth + 1) for i in args)
+        return items
+    return _devalue_value(flat, args[0], done, depth + 1) if len(args) == 1 else None  # a custom reducer's
+
+
+def _devalue_words(encoded: Any) -> str:
+    """The message a devalue-encoded action `data` carries (`[{"message": 1}, "Title is required"]`:
+    index 0 the object, its values indices into the array), as a suffix, or ''."""
+    ok, data = _devalue_parse(encoded)
+    return _words_of(data) if ok else ""
+
+
+def _words_of(data: Any) -> str:
+    """The message a failure's data gives (its `message`, `error`, `errors` or `reason` text), as a suffix,
+    or ''."""
+    if not isinstance(data, dict):
         return ""
     for key in ("message", "error", "errors", "reason"):
-        at = flat[0].get(key)
-        said = flat[at] if isinstance(at, int) and not isinstance(at, bool) and 0 < at < len(flat) else None
+        said = data.get(key)
         if isinstance(said, str) and said.strip():
             return ", message %r" % _short(said, 120)
     return ""
@@ -219,6 +302,91 @@ def _read_sveltekit_success(d: dict) -> Optional[str]:
     return "a SvelteKit action `success` envelope with status %s" % data["status"]
 
 
+_ASTRO_ACTION = re.compile(r"/_actions/[^/?#]+/?$")
+_ASTRO_ERRORS = ("AstroActionError", "AstroActionInputError")
+
+
+def _astro_action(d: dict) -> bool:
+    """A call of an Astro action as Astro's client makes it: a POST to `/_actions/<name>`."""
+    path = urllib.parse.urlsplit(str(d.get("url", ""))).path
+    return str(d.get("method", "")).upper() == "POST" and bool(_ASTRO_ACTION.search(path))
+
+
+def _astro_error(d: dict) -> Optional[dict]:
+    """The error an Astro action answered, whatever the HTTP status: Astro (4.14 on) writes a thrown or
+    returned ActionError as `{"type": "AstroActionError", "code": "CONFLICT", "status": 409, "message": …}`
+    (JSON.stringify of the error spread, then its message) and a failed input check as `{"type":
+    "AstroActionInputError", "issues": [zod's issues], "fields": {name: [messages]}}` (Astro 4 spreads the
+    whole error: code, status and message too), under the error's status and `application/json`; None for
+    any other answer."""
+    body = d.get("responseBody")
+    if not _astro_action(d) or not isinstance(body, str) or '"type"' not in body[:200]:
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("type") not in _ASTRO_ERRORS:
+        return None
+    if data["type"] == "AstroActionInputError":
+        return data if isinstance(data.get("issues"), list) else None
+    return data if isinstance(data.get("code"), str) else None
+
+
+def _astro_failure(d: dict) -> Optional[Tuple[int, str]]:
+    """(status, phrase) of an Astro action's error envelope (_astro_error): its own status (an input error
+    with none is Astro's BAD_REQUEST, 400; any other INTERNAL_SERVER_ERROR, 500), and what it says."""
+    err = _astro_error(d)
+    if err is None:
+        return None
+    status = err.get("status")
+    if not isinstance(status, int) or isinstance(status, bool) or not 400 <= status < 600:
+        status = 400 if err["type"] == "AstroActionInputError" else 500
+    if err["type"] == "AstroActionInputError":
+        fields = err["fields"] if isinstance(err.get("fields"), dict) else {}
+        said = ["%s: %s" % (k, v[0]) for k, v in fields.items() if isinstance(v, list) and v and isinstance(v[0], str)]
+        if not said:
+            said = [str(i["message"]) for i in err["issues"] if isinstance(i, dict) and i.get("message")]
+        return status, "an Astro action input error with status %s (%s)" % (status, _short("; ".join(said[:3]), 160))
+    return status, "an Astro action error %s with status %s (%r)" % (
+        _short(err["code"], 40), status, _short(str(err.get("message") or ""), 120))
+
+
+def _astro_data(d: dict) -> Optional[Tuple[bool, Any]]:
+    """The data an Astro action answered with: a 2xx to `/_actions/<name>` in `application/json+devalue`
+    (devalue, _devalue_parse), as (True, the data); None for any other call."""
+    status = d.get("status")
+    body = d.get("responseBody")
+    if not _astro_action(d) or not isinstance(status, int) or not 200 <= status < 300 or not isinstance(body, str):
+        return None
+    if "json+devalue" not in (_header(d, "content-type") or str(d.get("contentType") or "")):
+        return None
+    ok, data = _devalue_parse(body)
+    return (True, data) if ok else None
+
+
+def _read_astro_error(d: dict) -> Optional[str]:
+    failed = _astro_failure(d)
+    return "its answer is %s" % failed[1] if failed else None
+
+
+def _read_astro_data_failure(d: dict) -> Optional[str]:
+    """An Astro action that returned its failure as data instead of throwing (`return {ok: false, error:
+    "…"}`): a 200 whose devalue data owns up to it (_data_failure)."""
+    got = _astro_data(d)
+    if got is None:
+        return None
+    problem = _data_failure(got[1])
+    if not problem:
+        return None
+    return "the Astro action's data (devalue) says %s%s" % (
+        problem[len("the body says "):] if problem.startswith("the body says ") else problem, _words_of(got[1]))
+
+
+def _read_astro_data(d: dict) -> Optional[str]:
+    return "an Astro action's data (devalue)" if _astro_data(d) else None
+
+
 _TURBO_STREAM = re.compile(r'<turbo-stream\b[^>]*\baction="([a-z_-]+)"[^>]*?(?:\btargets?="([^"]*)")?', re.I)
 
 
@@ -267,19 +435,22 @@ _WIRE_FORMATS: Tuple[_WireFormat, ...] = (
     _WireFormat("sveltekit-data-error", "failure", _read_sveltekit_data),
     _WireFormat("sveltekit-action-redirect", "redirect", _read_sveltekit_redirect),
     _WireFormat("sveltekit-action-success", "answer", _read_sveltekit_success, _SVELTEKIT_FAILURE),
+    _WireFormat("astro-action-error", "failure", _read_astro_error),
+    _WireFormat("astro-action-data-failure", "failure", _read_astro_data_failure),
+    _WireFormat("astro-action-data", "answer", _read_astro_data),
     _WireFormat("turbo-stream", "answer", _read_turbo_stream),
 )
 
 
 def _take_wire_status(d: dict) -> None:
     """A completed call whose 2xx answer is a framework's failure with a status of its own (see
-    _sveltekit_failure) becomes that failed request: `status` is the envelope's, `httpStatus` the
-    wire's, `ok` false, and `statusNote` says why, so `net status: 200` does not hold over it and every
+    _sveltekit_failure, _astro_failure) becomes that failed request: `status` is the envelope's, `httpStatus`
+    the wire's, `ok` false, and `statusNote` says why, so `net status: 200` does not hold over it and every
     rule reads it as failed."""
     status = d.get("status")
     if not isinstance(status, int) or not 200 <= status < 300 or d.get("httpStatus") is not None:
         return
-    failed = _sveltekit_failure(d)
+    failed = _sveltekit_failure(d) or _astro_failure(d)
     if failed is None:
         return
     d["httpStatus"] = status
@@ -330,6 +501,12 @@ def _partial_failure(body: Any) -> Optional[str]:
         data = json.loads(body)
     except ValueError:
         return None
+    return _data_failure(data)
+
+
+def _data_failure(data: Any) -> Optional[str]:
+    """The failure a JSON value owns up to, as a phrase ("the body says ok: false", "3 of 10 results FAILED
+    (…)"), else None: see _partial_failure."""
 
     def flagged(obj: Any) -> Optional[str]:
         if not isinstance(obj, dict):

@@ -3,7 +3,7 @@
   //   sendResult
   // uses: BATCH_MAX_BYTES (01), BATCH_MAX_EVENTS (01), BUFFERED_MAX (01), MAX_FRAME (01), N (01),
   //   OPEN_QUEUE_MAX (01), QUEUE_MAX (01), RESULT_QUEUE_MAX (01), clip (03), errMsg (03), microtask (03),
-  //   rand36 (03), sanitize (03), refFor (06), TEXT_WATCH (13)
+  //   rand36 (03), sanitize (03), refFor (06), textWatchAnswered (13)
   // ---- state ---------------------------------------------------------------------------------
   var S = {
     started: false, // connect() ran and passed the guards
@@ -82,7 +82,7 @@
   // emit(type, data, el?) - stamps the envelope and queues it for the next microtask flush.
   function emit(type, data, el) {
     if (!S.started) return;
-    if (type === 'net.request' && TEXT_WATCH && !TEXT_WATCH.answered) TEXT_WATCH.answered = N.now();
+    if (type === 'net.request') textWatchAnswered();
     try {
       var ev = {
         type: type,

@@ -12,7 +12,7 @@
   // uses: BODY_CAP (01), BODY_SCAN (01), FRAME_DATA_CAP (01), REDACTED (01), clip (03), errMsg (03),
   //   hasOwn (03), isNativeFn (03), isObj (03), keySensitive (03), redactUrl (03), sanitize (03),
   //   scrubText (03), S (04), emit (04), guard (04), internal (04), MARK (05), markable (05), takeMark (05),
-  //   traceparent (05), patch (11), rateCap (11), callerStack (14)
+  //   traceparent (05), patch (11), rateCap (11), textWatchAnswered (13), callerStack (14)
   // -- network: bodies
   var TEXTUAL =
     /^(text\/|application\/(json|[\w.+-]*\+json|xml|[\w.+-]*\+xml|x-www-form-urlencoded|graphql|javascript|ecmascript)|application\/problem)/i;
@@ -432,6 +432,7 @@
   }
   // A fetch answered: its net.request once its body (and the request's own) has been read.
   function onFetchResponse(meta, res) {
+    textWatchAnswered(); // (before the page's own .then: its swap is what this answer carried)
     var d = fetchResponseRecord(meta, res);
     var ct = d.contentType || '';
     var reqDone = meta.reqP ? meta.reqP : N.resolve(meta.req);
@@ -956,6 +957,11 @@
       N.addEventListener(xhr, 'loadend',
         guard('network_observer', function () {
           xhrLoadend(META, xhr);
+        }));
+      // done (4) comes before load, where htmx swaps the answer in; loadend (the net.request) after it
+      N.addEventListener(xhr, 'readystatechange',
+        guard('network_observer', function () {
+          if (xhr.readyState === 4) textWatchAnswered();
         }));
     }
   }

@@ -1,10 +1,11 @@
   // == Section: alerts == alerts, live regions, invalid fields, toasts
   // provides: TOASTS, ALERT_TEXT_CAP, ALERT_SAME_MS, ALERT_MAX_CANDIDATES, ALERT_RESCAN, ALERT_SOURCES,
   //   CONVENTIONS, FAILURE_UI, PLAIN_FAILURE, PLAIN_YES, PLAIN_NO, PLAIN_SUCCESS, TEXT_WATCH, TEXT_WATCH_MS,
-  //   readsAsFailure, deniesFailure, emitFound, ownTexts, textWatchArm, POSTED_KEY, POSTED_MS, typedIn,
-  //   rememberPostedForm, postedForms, postedFormScan, FORM_MARKERS, FORM_CHROME, MARK_TEXT_MAX,
-  //   redirectedHere, formCameBack, failureWords, saysSuccess, echoesInput, textWatchCollect, textScope,
-  //   textWatchScan, ROUTE_ANNOUNCERS, isAnnouncer, ALERT_SCOPES, ALERT_CHROME, ALERT_NOW, declareToasts,
+  //   readsAsFailure, deniesFailure, emitFound, ownTexts, textWatchArm, textWatchAnswered, POSTED_KEY,
+  //   POSTED_MS, typedIn, rememberPostedForm, postedForms, postedFormScan, FORM_MARKERS, FORM_CHROME,
+  //   MARK_TEXT_MAX, redirectedHere, formCameBack, MARK_CONTROL, MARK_BADGE, MARK_WORDS, markOf,
+  //   failureWords, saysSuccess, echoesInput, textWatchCollect, textWatchGone, textScope, textWatchScan,
+  //   textWatchMarks, ROUTE_ANNOUNCERS, isAnnouncer, ALERT_SCOPES, ALERT_CHROME, ALERT_NOW, declareToasts,
   //   ERROR_LOOK, fieldErrorText, alertRows, alertCandidates, alertsShown, alertText, renderedBy,
   //   componentOf, withRenderer, alertScan, alertsGone, ALERT_OBSERVE, installAlerts, alertsRead
   // uses: CONFIG (01), N (01), clip (03), hasOwn (03), isObj (03), norm (03), redactUrl (03), scrub (03),
@@ -45,7 +46,8 @@
   var PLAIN_SUCCESS = N.map(CONVENTIONS.plainSuccess || [], function (s) {
     return new RegExp(s, 'i');
   });
-  var TEXT_WATCH = null; // armed by a click, press or submit: {form, t0, until, before, added, answered}
+  // armed by a click, press or submit: {form, t0, until, before, added, answered, typed, shown, gone, marks}
+  var TEXT_WATCH = null;
   var TEXT_WATCH_MS = 15000;
   function readsAsFailure(t) {
     return (
@@ -89,7 +91,12 @@
         N.add(before, x.text);
       });
     TEXT_WATCH = { form: form, t0: N.now(), until: N.now() + TEXT_WATCH_MS, before: before, added: [], answered: 0,
-      typed: typedIn(form) };
+      typed: typedIn(form), shown: new Set(before), gone: new Set(), goneBudget: { left: 300 }, marks: new Set() };
+  }
+  // a response to a request has come (its headers, before the page can swap its body in: htmx swaps in the
+  // XHR's load, before its loadend): what changes from now on may be what an answer carried
+  function textWatchAnswered() {
+    if (TEXT_WATCH && !TEXT_WATCH.answered) TEXT_WATCH.answered = N.now();
   }
   // -- a form post's answer: when the page a form post brings holds that form again (the same id or
   // action), what it shows in it that the form did not show before is read as a client-side re-render
@@ -186,17 +193,12 @@
         return N.contains(m, el) || N.contains(el, m);
       }))
         continue;
-      var name = field ? clip(getName(el) || el.name || '?', 120) : null,
-        text = field
-          ? clip(scrub(fieldErrorText(el)), MARK_TEXT_MAX + 1) || 'the field ' + name + ' is marked invalid'
-          : clip(scrub(norm(textOf(el, 0))), MARK_TEXT_MAX + 1);
-      if (!text || text.length > MARK_TEXT_MAX || N.has(al.texts, text) || (!field && echoesInput(w, text))) continue;
-      if (!field && deniesFailure(text)) continue; // <div class="errors">No errors</div>
+      var d = markOf(el, al, w);
+      if (!d) continue;
       N.push(marked, el);
       if (!al.allow()) return;
-      var d = { text: text, source: field ? 'invalid' : 'marker', level: 'error', scope: 'page', related: true,
-        initial: true };
-      if (field) d.field = name;
+      d.scope = 'page';
+      d.initial = true;
       emitFound(d, el);
     }
     if (marked.length || said) return;
@@ -206,6 +208,32 @@
     });
     if (saysSuccess(outside) || failureWords(al, outside, w)) return;
     emit('ui.returned', { action: clip(redactUrl(prev.action || location.href), 500), id: clip(prev.id || '', 120) });
+  }
+  // a control styled as dangerous (a Delete button's btn-danger) or inside one, or a badge, pill, chip or tag
+  // (by the element's own class): no message
+  var MARK_CONTROL =
+    'button,a[href],summary,[role=button],[role=link],[role=menuitem],[role=tab],' +
+    'input[type=submit],input[type=button],input[type=reset],input[type=image]';
+  var MARK_BADGE = /badge|pill|chip|(^|[\s_-])tags?($|[\s_-])/i;
+  var MARK_WORDS = /[A-Za-z\u00C0-\u024F\u0370-\u1FFF\u3040-\uFFFF]{2}/; // a message has words ("-12.50" has none)
+  // what a marked element says, as a ui.alert's data (source 'invalid' for a field, else 'marker'), or null: a
+  // control, badge or tag; no words; a region too long to be one message; a message reported already; the
+  // person's words; "No errors"; or a table cell only coloured as "danger" (a negative amount is data)
+  function markOf(el, al, w) {
+    var cls = N.getAttribute(el, 'class') || '';
+    if (N.closest(el, MARK_CONTROL) || N.test(MARK_BADGE, cls)) return null;
+    if (!N.test(/error|invalid/i, cls) && N.closest(el, 'td,th')) return null;
+    var field = N.test(/^(INPUT|TEXTAREA|SELECT)$/, el.tagName);
+    var name = field ? clip(getName(el) || el.name || '?', 120) : null,
+      text = field
+        ? clip(scrub(fieldErrorText(el)), MARK_TEXT_MAX + 1) || 'the field ' + name + ' is marked invalid'
+        : clip(scrub(norm(textOf(el, 0))), MARK_TEXT_MAX + 1);
+    if (!text || text.length > MARK_TEXT_MAX || !N.test(MARK_WORDS, text) || N.has(al.texts, text)) return null;
+    if (!field && echoesInput(w, text)) return null;
+    if (!field && deniesFailure(text)) return null; // <div class="errors">No errors</div>
+    var d = { text: text, source: field ? 'invalid' : 'marker', level: 'error', related: true };
+    if (field) d.field = name;
+    return d;
   }
   // no mark, but text outside the form that reads as a failure (the Flask tutorial's <div class="flash">Username
   // is required.</div> above the form it rendered again): a failure shown
@@ -242,12 +270,24 @@
       var node = r.type === 'characterData' ? r.target.parentElement : null;
       if (node) N.push(w.added, { el: node, t: N.now() });
       if (r.type !== 'childList') continue;
+      for (var g = 0; g < r.removedNodes.length && w.goneBudget.left > 0; g++) textWatchGone(w, r.removedNodes[g]);
       for (var j = 0; j < r.addedNodes.length && w.added.length < 50; j++) {
         var a = r.addedNodes[j];
         var host = a.nodeType === 1 ? a : a.parentElement;
         if (host) N.push(w.added, { el: host, t: N.now() });
       }
     }
+  }
+  // the texts a change took off the page (what a swap replaced): the same words put back are not new
+  function textWatchGone(w, node) {
+    if (node.nodeType === 3) {
+      var t = norm(node.nodeValue || '');
+      if (t) N.add(w.gone, clip(t, ALERT_TEXT_CAP));
+      w.goneBudget.left--;
+    } else if (node.nodeType === 1)
+      N.forEach(ownTexts(node, [], w.goneBudget), function (x) {
+        N.add(w.gone, x.text);
+      });
   }
   // where new text sits: 'form' (the act's form, or the form that replaced it), 'answer' (anything
   // changed after the act's request answered), or null (not the act's)
@@ -271,16 +311,49 @@
       if (budget.left <= 0 || !a.el.isConnected || isIgnored(a.el) || isAnnouncer(a.el)) return;
       var scope = textScope(w, a.el, a.t);
       if (!scope) return;
+      textWatchMarks(w, al, a.el, scope);
       N.forEach(ownTexts(a.el, [], budget), function (x) {
-        if (N.has(w.before, x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text)) return;
+        if (N.has(w.before, x.text) || N.has(w.marks, x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text))
+          return;
         if (!isVisible(x.el, makeVisCache())) return;
         // a message the alert scan reports already (an ARIA alert, a toast, a status) is not reported twice
         if (N.has(al.texts, x.text)) return;
         for (var i = 0; i < al.live.length; i++) if (N.contains(al.live[i].el, x.el)) return;
         N.add(w.before, x.text); // once per text
         if (!al.allow()) return;
-        emitFound({ text: x.text, source: 'text', level: null, scope: scope, related: true }, x.el);
+        var d = { text: x.text, source: 'text', level: null, scope: scope, related: true };
+        if (scope === 'answer' && N.has(w.gone, x.text)) d.again = true; // it only took the place of itself
+        emitFound(d, x.el);
       });
+    });
+  }
+  // An element marked as an error (FORM_MARKERS: a class with error, invalid or danger, ...) in what changed
+  // after the act: the marked element it went into (a swap into <div class="errors">), the changed element, or
+  // what it holds; the outermost of nested marks.  `again`: its text was shown before the act, in the act's form
+  // or in what the change replaced.  The daemon reads a new one in the act's form as an error shown, and any
+  // other only where the act's own answer carried it (its text is in that answer's body).  Once per text per act.
+  function textWatchMarks(w, al, el, scope) {
+    var around = el.parentElement ? N.closest(el.parentElement, FORM_MARKERS) : null;
+    var found = N.concat(around ? [around] : [], N.matches(el, FORM_MARKERS) ? [el] : [],
+      N.slice(N.querySelectorAll(el, FORM_MARKERS), 0, 20));
+    var vis = makeVisCache(),
+      taken = [];
+    N.forEach(found, function (m) {
+      if (N.getAttribute(m, 'aria-invalid') === 'true' && N.test(/^(INPUT|TEXTAREA|SELECT)$/, m.tagName)) return;
+      if (!isVisible(m, vis) || isIgnored(m) || isAnnouncer(m)) return;
+      if (N.some(taken, function (t) {
+        return N.contains(t, m) || N.contains(m, t);
+      }))
+        return;
+      for (var i = 0; i < al.live.length; i++) if (N.contains(al.live[i].el, m)) return;
+      var d = markOf(m, al, w);
+      if (!d) return;
+      N.push(taken, m);
+      if (N.has(w.marks, d.text) || !al.allow()) return;
+      N.add(w.marks, d.text);
+      d.scope = scope;
+      if (N.has(w.gone, d.text) || N.has(w.shown, d.text)) d.again = true;
+      emitFound(d, m);
     });
   }
   // the daemon's table of route announcers (_ROUTE_ANNOUNCERS): a router's hidden live region, never a message
