@@ -1047,6 +1047,6 @@ def test_a_write_outside_a_traced_transaction_is_committed_where_the_languages_d
                         {"key": "db.statement", "value": {"stringValue": "INSERT INTO notes (title) VALUES (?)"}}]}]}]}]}
     spans, refused = reticle._otel_spans(payload)
     assert refused == [] and len(spans) == 1
-    writes, statements = reticle._otel_writes(spans)
-    assert statements == 1 and [(w["op"], w["table"], w["committed"]) for w in writes] == [
+    writes, statements, unread = reticle._otel_writes(spans)
+    assert statements == 1 and unread == [] and [(w["op"], w["table"], w["committed"]) for w in writes] == [
         ("insert", "notes", committed)], writes
