@@ -14051,7 +14051,7 @@ def _keys_of(v: Any, field: Tuple[str, ...] = ("id", "_id")) -> Optional[List[An
         return [one]
     if isinstance(v, list) and 0 < len(v) <= 20:
         parts = [_keys_of(x, field) for x in v]
-        return [k for p in parts for k in p] if all(p is not None for p in parts) else None  # type: ignore[union-attr]
+        return None if any(p is None for p in parts) else [k for p in parts if p for k in p]
     if isinstance(v, dict):
         for name in field:
             if name in v:
@@ -14100,15 +14100,16 @@ def _mongo_keys(doc: Any, depth: int = 0) -> Optional[List[Any]]:
 
 
 def _redis_target(text: str, command: str) -> Tuple[str, Optional[List[Any]]]:
-    """(table, keys) of a Redis command's key as its statement names it: `cart:42` is row 42 of `cart` (the
-    usual type:id naming); a key without a `:` is a table of its own.  DEL and UNLINK name every key."""
+    """(table, keys) of a Redis command's key as its statement names it: `cart:42` and `cart:42:items` are of row
+    42 of `cart` (the usual type:id naming); a key without a `:` is a table of its own.  DEL and UNLINK name
+    every key."""
     args = [a for a in text.split()[1:] if not a.startswith("[")]
     if not args or args[0] == "?":   # no statement, or one whose arguments are all masked
         return "", None
-    names = args if command in ("DEL", "UNLINK") else args[:1]
-    table, _, first = names[0].partition(":")
-    keys = [n.partition(":")[2] for n in names if n.partition(":")[0] == table]
-    return table[:200], ([k[:64] for k in keys[:20]] if first and all(keys) else None)
+    names = [n.split(":") for n in (args if command in ("DEL", "UNLINK") else args[:1])]
+    table = names[0][0]
+    keys = [n[1] for n in names if n[0] == table and len(n) > 1 and n[1]]
+    return table[:200], ([k[:64] for k in keys[:20]] if keys and len(keys) == len(names) else None)
 
 
 def _sql_params(a: dict) -> Any:
@@ -14207,11 +14208,16 @@ def _db_ancestors(spans: List[dict], db: List[dict]) -> Dict[str, List[dict]]:
     out: Dict[str, List[dict]] = {}
     for s in db:
         chain: List[dict] = []
-        p, steps = s["parentSpanId"], 0
-        while p and steps < 64:
+        p: Optional[str] = s["parentSpanId"]
+        seen: Set[str] = set()
+        while p and p not in seen and len(seen) < 64:
+            if p == s["spanId"]:   # parents that lead back to the span itself are no ancestry, whatever a sender says
+                chain = []
+                break
+            seen.add(p)
             if p in by_id:
                 chain.append(by_id[p])
-            p, steps = parent.get(p), steps + 1
+            p = parent.get(p)
         out[s["spanId"]] = chain
     return out
 

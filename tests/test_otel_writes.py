@@ -290,6 +290,10 @@ def test_redis_write_commands_are_writes_of_the_key_they_name():
         ("upsert", "session", True, ["ab"])]
     assert writes(request(redis("DEL", "DEL cart:42 cart:43", scope=IOREDIS))) == [("delete", "cart", True, ["42", "43"])]
     assert writes(request(redis("INCR", "INCR visits", scope=IOREDIS))) == [("upsert", "visits", True, None)]
+    assert writes(request(redis("RPUSH", "RPUSH cart:42:items [1 other arguments]"))) == [
+        ("upsert", "cart", True, ["42"])]   # a key of row 42's, as /carts/42/items names it
+    assert writes(request(redis("DEL", "DEL cart:42 session:ab", scope=IOREDIS))) == [
+        ("delete", "cart", True, None)]     # keys of two types: no one row
     for command, statement in (("GET", "GET cart:42"), ("HGETALL", "HGETALL session:ab"), ("TTL", "TTL cart:42")):
         rec = request(redis(command, statement))
         assert writes(rec) == [] and rec["dbUnread"] == [], command
@@ -480,3 +484,46 @@ def test_a_service_whose_database_spans_are_all_unread_has_unknown_writes_naming
     assert "writes unknown (instrumentation @acme/otel-orm's persist not read)" in reticle._server_line(rec)
     blind = reticle._server_blind({"kind": "server", "writes": {"table": "notes"}}, [rec])
     assert blind["assertion"] == "server.writes-unknown" and "does not know how to read" in blind["inconclusive"]
+
+
+def test_spans_that_name_themselves_or_each_other_as_parents_are_still_read():
+    rec = request(pg('INSERT INTO "contact"("name") VALUES ($1)', "b1", "b1", 2),
+                  pg('UPDATE "notes" SET "t" = 1 WHERE "id" = 3', "b2", "b3", 4),
+                  pg('DELETE FROM "tags" WHERE "id" = 5', "b3", "b2", 6))
+    assert sorted(writes(rec)) == [("delete", "tags", True, [5]), ("insert", "contact", True, None),
+                                   ("update", "notes", True, [3])]
+
+
+SCOPES = [TYPEORM, PG, SEQUELIZE, "prisma", MONGOOSE, MONGODB, REDIS, IOREDIS, "drizzle-orm", "@acme/otel-orm", ""]
+KEYS = ["db.system", "db.system.name", "db.operation", "db.operation.name", "db.statement", "db.query.text",
+        "db.collection.name", "db.sql.table", "db.mongodb.collection", "drizzle.query.text", "drizzle.query.params",
+        "db.postgresql.values", "method", "model", "db.response.affected_rows"]
+TEXTS = ["save", "update", "SET cart:42 ?", "DEL a:1 b", '{"_id":{"$in":[1,"x",{"$oid":"a"}]}}', "[1, [2, {}]]",
+         '{"criteria":[{"id":1},{"id":null}],"targetOrEntity":{"_id":"?"}}', "UPDATE t SET a=1 WHERE id = $1",
+         "BEGIN", "COMMIT", "ROLLBACK", "MULTI", "EXEC", "abortTransaction", "findAndModify", "", " ", "?", "$cmd"]
+
+
+def test_any_database_span_is_read_or_named_without_raising():
+    """Spans a sender makes up (any of the attributes Reticle reads, of any type, under any instrumentation's
+    name, parents pointing anywhere) give writes, a count and labels, never an exception."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    values = st.one_of(st.sampled_from(TEXTS), st.text(max_size=30), st.integers(-3, 10**20), st.booleans(),
+                       st.lists(st.one_of(st.integers(), st.sampled_from(TEXTS)), max_size=4))
+    one = st.tuples(st.sampled_from(SCOPES), st.sampled_from(["a1", "a2", "a3", "a4"]),
+                    st.sampled_from(["a1", "a2", "a3", "a4", SERVER, "ff"]), st.integers(0, 20), st.integers(0, 20),
+                    st.booleans(), st.dictionaries(st.sampled_from(KEYS), values, max_size=6))
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(one, max_size=5))
+    def check(made):
+        spans = []
+        for scope, sid, parent, start, length, error, attrs in made:
+            attrs = {k.replace(".", "__"): v for k, v in attrs.items()}
+            spans.append(span(scope, "prisma:client:operation" if scope == "prisma" else "x", sid, parent, start,
+                              start + length, error, **attrs))
+        rec = request(*spans)
+        assert isinstance(rec["writes"], list) and isinstance(rec["statements"], int)
+        assert all(isinstance(label, str) for label in rec["dbUnread"])
+        reticle._clean_writes(rec["writes"])
+    check()
