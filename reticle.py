@@ -88,6 +88,7 @@ import concurrent.futures
 import contextvars
 import datetime
 import errno
+import functools
 import glob
 import hashlib
 import hmac
@@ -12708,6 +12709,11 @@ class _SessionSigner:
 # into HTML.  It imports nothing of the daemon's and no web framework at module import.
 
 _SAVEPOINT_NOTE = "rolled back to a savepoint (its transaction went on)"
+# What a write's op may stand for where its span does not say which of the three it was (the writes that
+# OpenTelemetry's ORM and command spans name, otel_writes.py): a save or an upsert inserts or updates, a
+# bulk write may do any of them.  The middleware's own writes are always one of the three.
+_OP_MAY_BE: Dict[str, Tuple[str, ...]] = {"upsert": ("insert", "update"), "write": ("insert", "update", "delete")}
+SERVER_WRITE_OPS = ("insert", "update", "delete") + tuple(_OP_MAY_BE)
 
 
 SERVER_QUEUE_CAP = 1000          # records waiting for the reporter thread; past it they are dropped, counted
@@ -14555,6 +14561,546 @@ def _data_failure(data: Any) -> Optional[str]:
 #: end src/reticle/wire.py
 
 
+#: begin src/reticle/otel_writes.py
+###############################################################################
+# What database spans wrote ###################################################
+###############################################################################
+# A request's writes read from the OpenTelemetry database spans of its trace, whatever level made them: a
+# driver's SQL statement (pg, mysql2, sqlite3, SQLAlchemy, Prisma's engine, Drizzle), an ORM's operation
+# (TypeORM, Sequelize, Prisma Client, Mongoose) or a store's command (MongoDB, Redis).  An ORM span and the
+# driver's spans under it describe one piece of work: the driver's statements say what was written, the
+# ORM's span says which row where they do not.  A span of a kind Reticle does not know how to read is
+# named, so that "0 writes" beside it is unknown rather than evidence.
+
+_OTEL_TX = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK)\b", re.I)
+# The instrumentations that trace a transaction's BEGIN, COMMIT and ROLLBACK (their drivers send them as
+# statements), so that a write outside a traced transaction was autocommitted.  Others (Python's DB-API,
+# sqlite3 and SQLAlchemy instrumentations: the driver begins and commits without a statement) show no
+# transaction at all, so whether such a write was kept is unknown; a service whose spans have shown a
+# transaction statement is learned to be of the first kind (_OtelTraces.tx_services).
+_OTEL_TX_SCOPES = ("@opentelemetry/instrumentation-pg", "@opentelemetry/instrumentation-mysql",
+                   "@opentelemetry/instrumentation-mysql2")
+_COMMIT_UNTRACED = "its commit is not traced (no BEGIN/COMMIT spans)"
+# The languages (OpenTelemetry's telemetry.sdk.language) whose database drivers commit a statement made outside a
+# transaction by themselves: Node's pg, mysql2 and SQLite drivers, Go's database/sql, JDBC, ADO.NET, Ruby's.
+# Python's DB-API does not (a connection opens a transaction that must be committed), so there it stays unknown.
+# An ORM's operation traced alone (no driver span under it) is judged the same way: TypeORM's save, Sequelize's
+# and Prisma's writes end in their own COMMIT or in the driver's autocommit.
+_AUTOCOMMIT_LANGUAGES = frozenset(("nodejs", "go", "java", "dotnet", "ruby"))
+# Stores whose every command is applied when it answers (no transaction is open unless the app starts one)
+_APPLIED_STORES = frozenset(("mongodb", "redis"))
+
+# The operations of ORM, ODM and document-store spans that write, by name (lower case, without `_`, `-`, `.`
+# or spaces), each with its kind of write: insert, update, delete, or where the span does not say which,
+# upsert (insert or update) and write (any of them: a bulk write).
+_OP_WRITES: Dict[str, str] = {
+    # TypeORM's EntityManager (instrumentation-typeorm: db.operation.name is the method's name)
+    "save": "upsert", "insert": "insert", "update": "update", "upsert": "upsert", "delete": "delete",
+    "remove": "delete", "softdelete": "update", "softremove": "update", "restore": "update", "recover": "update",
+    "increment": "update", "decrement": "update",
+    # Sequelize's query types (its spans carry the SQL too)
+    "bulkupdate": "update", "bulkdelete": "delete", "bulkinsert": "insert", "replace": "insert",
+    # Prisma Client's methods (prisma:client:operation's `method`)
+    "create": "insert", "createmany": "insert", "createmanyandreturn": "insert", "updatemany": "update",
+    "updatemanyandreturn": "update", "deletemany": "delete",
+    # Mongoose's document and query operations, and the MongoDB driver's commands
+    "insertmany": "insert", "insertone": "insert", "updateone": "update", "replaceone": "update",
+    "findoneandupdate": "update", "findoneandreplace": "update", "findbyidandupdate": "update",
+    "deleteone": "delete", "findoneanddelete": "delete", "findoneandremove": "delete", "findbyidanddelete": "delete",
+    "findbyidandremove": "delete", "findandmodify": "update", "bulkwrite": "write",
+}
+# ... and those that only read.  Any other operation of a span without a statement is not read: its writes,
+# and so the request's "0 writes", are unknown.
+_OP_READS = frozenset((
+    "select", "find", "findone", "findoneby", "findby", "findoneorfail", "findmany", "findunique",
+    "finduniqueorthrow", "findfirst", "findfirstorthrow", "findall", "findandcount", "findandcountall",
+    "findbyids", "findbyid", "count", "countdocuments", "estimateddocumentcount", "distinct", "aggregate",
+    "groupby", "exists", "getmore", "findraw", "aggregateraw", "$queryraw", "$queryrawunsafe", "$queryrawtyped",
+    "showtables", "showindexes", "describe", "version", "foreignkeys", "showconstraints",
+    "hello", "ismaster", "ping", "buildinfo", "endsessions", "killcursors", "listcollections", "listindexes",
+    "listdatabases", "createindexes", "saslstart", "saslcontinue", "explain", "collstats", "dbstats",
+))
+# Redis: the commands that change data (every other command reads, but for scripts, which may do anything)
+_REDIS_DELETES = frozenset(("DEL", "UNLINK", "GETDEL"))
+_REDIS_WRITES = frozenset((
+    "SET", "SETEX", "PSETEX", "SETNX", "MSET", "MSETNX", "GETSET", "GETEX", "SETRANGE", "APPEND", "SETBIT",
+    "BITFIELD", "BITOP", "INCR", "INCRBY", "INCRBYFLOAT", "DECR", "DECRBY", "HSET", "HMSET", "HSETNX",
+    "HINCRBY", "HINCRBYFLOAT", "HDEL", "LPUSH", "RPUSH", "LPUSHX", "RPUSHX", "LPOP", "RPOP", "LSET",
+    "LINSERT", "LREM", "LTRIM", "LMOVE", "BLMOVE", "RPOPLPUSH", "BRPOPLPUSH", "LMPOP", "BLMPOP", "BLPOP",
+    "BRPOP", "SADD", "SREM", "SPOP", "SMOVE", "SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE", "ZADD", "ZREM",
+    "ZINCRBY", "ZPOPMIN", "ZPOPMAX", "BZPOPMIN", "BZPOPMAX", "ZMPOP", "BZMPOP", "ZREMRANGEBYSCORE",
+    "ZREMRANGEBYRANK", "ZREMRANGEBYLEX", "ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE", "ZRANGESTORE", "XADD",
+    "XDEL", "XTRIM", "PFADD", "PFMERGE", "GEOADD", "GEOSEARCHSTORE", "EXPIRE", "PEXPIRE", "EXPIREAT",
+    "PEXPIREAT", "PERSIST", "RENAME", "RENAMENX", "COPY", "MOVE", "RESTORE", "JSON.SET", "JSON.DEL",
+    "JSON.MERGE", "JSON.ARRAPPEND", "JSON.NUMINCRBY",
+))
+_REDIS_SCRIPTS = frozenset(("EVAL", "EVALSHA", "FCALL", "FLUSHDB", "FLUSHALL"))
+_REDIS_TX = {"MULTI": "BEGIN", "EXEC": "COMMIT", "DISCARD": "ROLLBACK"}
+# A span's family, from its instrumentation's name first (TypeORM's spans say `postgres`, not which ORM)
+_FAMILY_WORDS = ("typeorm", "sequelize", "mongoose", "mongodb", "redis", "drizzle")
+_ORM_FAMILIES = frozenset(("typeorm", "sequelize", "prisma", "mongoose", "drizzle"))
+_CONNECT_NAME = re.compile(r"(?:^|[.:\s_-])connect(?:ion)?$", re.I)
+_INTERNAL = ("family", "store", "level", "start", "end", "alone")   # what a write carries while it is read, not after
+
+
+def _db_span(sp: dict) -> bool:
+    """Is this a database span: one with db.system (db.system.name), Prisma Client's operation span, or
+    Drizzle's statement span (neither of which says db.system)?"""
+    a = sp["attrs"]
+    return bool(a.get("db.system") or a.get("db.system.name") or "drizzle.query.text" in a
+                or (sp["scope"] == "prisma" and sp["name"] == "prisma:client:operation"))
+
+
+def _db_family(sp: dict) -> str:
+    """typeorm, sequelize, prisma, mongoose, mongodb, redis, drizzle, or sql for every other database span."""
+    family = _scope_family(sp["scope"])
+    if family:
+        return family
+    if sp["name"].startswith("prisma:"):
+        return "prisma"
+    system = str(sp["attrs"].get("db.system.name") or sp["attrs"].get("db.system") or "").lower()
+    if system in ("mongodb", "mongoose", "redis"):
+        return system
+    return "drizzle" if "drizzle.query.text" in sp["attrs"] else "sql"
+
+
+@functools.lru_cache(maxsize=256)
+def _scope_family(scope: str) -> str:
+    """The family an instrumentation's name says, or "" (every span is asked: its scope is read once)."""
+    low = scope.lower()
+    return "prisma" if low == "prisma" else next((word for word in _FAMILY_WORDS if word in low), "")
+
+
+def _db_store(family: str) -> str:
+    """The store a family's spans talk to, for telling an ORM's work from another store's: mongodb, redis, sql."""
+    return {"mongoose": "mongodb", "mongodb": "mongodb", "redis": "redis"}.get(family, "sql")
+
+
+def _db_statement(a: dict) -> str:
+    text = a.get("db.query.text") or a.get("db.statement") or a.get("drizzle.query.text")
+    return text if isinstance(text, str) else ""
+
+
+def _db_op(sp: dict, family: str, text: str) -> str:
+    """The operation a span names: db.operation.name (db.operation), Prisma's `method`, else for Redis the
+    statement's first word and for MongoDB the span's name (mongodb.insert), as given."""
+    a = sp["attrs"]
+    op = a.get("db.operation.name") or a.get("db.operation") or (a.get("method") if family == "prisma" else None)
+    if isinstance(op, str) and op.strip():
+        return op.strip()[:60]
+    if family == "redis":
+        return (text.split(None, 1)[0] if text.strip() else re.sub(r"^redis-", "", sp["name"]))[:60]
+    if family == "mongodb":   # Node's mongodb.insert; other SDKs name the command in the statement or the name
+        word = sp["name"][len("mongodb."):] if sp["name"].startswith("mongodb.") else \
+            text.split(None, 1)[0] if _is_sql(text) else sp["name"].replace(" ", ".").split(".")[-1]
+        return word[:60]
+    return ""
+
+
+def _op_key(op: str) -> str:
+    return re.sub(r"[\s_.-]", "", op).lower()
+
+
+def _is_sql(text: str) -> bool:
+    """A statement that is SQL, not a document (an ORM's arguments, a MongoDB command: JSON)."""
+    return bool(text.strip()) and text.lstrip()[:1] not in ("{", "[")
+
+
+def _db_kind(sp: dict) -> Tuple[str, str]:
+    """What a database span is, cheaply (each span is asked as it arrives): ("sql", "") a statement to parse,
+    ("tx", BEGIN, COMMIT, ROLLBACK or ABORT), ("write", its kind) an operation that writes, ("read", ""),
+    ("connect", "") a connection or pool span, which says nothing of data, or ("unread", the operation) a
+    span Reticle does not know how to read."""
+    family = _db_family(sp)
+    text = _db_statement(sp["attrs"])
+    if family == "redis":
+        return _redis_kind(_db_op(sp, family, text).upper())
+    documents = family in ("mongodb", "mongoose")
+    if not documents and _is_sql(text):
+        m = _OTEL_TX.match(text)
+        return ("tx", _tx_word(m.group(1))) if m else ("sql", "")
+    op = _db_op(sp, family, text)
+    key = _op_key(op)
+    if not documents and not text and not key:
+        m = _OTEL_TX.match(sp["name"])   # an instrumentation that names its span by the statement alone
+        if m:
+            return "tx", _tx_word(m.group(1))
+    if family == "mongodb" and key in ("committransaction", "aborttransaction"):
+        return "tx", "COMMIT" if key == "committransaction" else "ABORT"
+    if key in _OP_WRITES:
+        return "write", _OP_WRITES[key]
+    if key in _OP_READS:
+        return "read", ""
+    if not text and (key in ("connect", "connection") or (not key and _CONNECT_NAME.search(sp["name"]))):
+        return "connect", ""
+    return "unread", op or sp["name"][:60]
+
+
+def _tx_word(word: str) -> str:
+    word = word.upper()
+    return "BEGIN" if word.startswith(("BEGIN", "START")) else "COMMIT" if word == "END" else word
+
+
+def _redis_kind(command: str) -> Tuple[str, str]:
+    if command in _REDIS_TX:
+        return "tx", _REDIS_TX[command]
+    if command in _REDIS_DELETES:
+        return "write", "delete"
+    if command in _REDIS_WRITES:
+        return "write", "upsert"
+    if command in _REDIS_SCRIPTS:
+        return "unread", command
+    return ("connect", "") if command in ("CONNECT", "AUTH", "HELLO", "SELECT", "QUIT") else ("read", "")
+
+
+def _db_learned(sp: dict) -> Tuple[bool, bool]:
+    """(readable, a transaction statement of a SQL store) for one database span: whether the service's
+    database instrumentation is one Reticle reads, and whether it traces its transactions."""
+    kind, word = _db_kind(sp)
+    return kind not in ("unread", "connect"), kind == "tx" and word != "ABORT" and _db_store(_db_family(sp)) == "sql"
+
+
+# ---- one span's write ----
+
+def _json_doc(text: str) -> Any:
+    """A span's statement read as JSON (an ORM's arguments, a MongoDB command), or None."""
+    if not text or len(text) > 65536 or text.lstrip()[:1] not in ("{", "["):
+        return None
+    try:
+        return _loads(text)
+    except ValueError:
+        return None
+
+
+def _key_value(v: Any) -> Optional[Any]:
+    """A primary key value as a span can name one: a whole number, a short string (not a scrubbed `?`), or
+    MongoDB's extended JSON {"$oid": ...}; else None."""
+    if isinstance(v, dict) and isinstance(v.get("$oid"), str):
+        v = v["$oid"]
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip() and v != "?" and len(v) <= 64:
+        return v
+    return None
+
+
+def _keys_of(v: Any, field: Tuple[str, ...] = ("id", "_id")) -> Optional[List[Any]]:
+    """The keys a value names: itself (a scalar key), a list of keys, an object's `id` (`_id`) field, a list
+    of such objects, or a field's {"$in": [...]}; None when it names none (or only some)."""
+    one = _key_value(v)
+    if one is not None:
+        return [one]
+    if isinstance(v, list) and 0 < len(v) <= 20:
+        parts = [_keys_of(x, field) for x in v]
+        return None if any(p is None for p in parts) else [k for p in parts if p for k in p]
+    if isinstance(v, dict):
+        for name in field:
+            if name in v:
+                inner = v[name]
+                if isinstance(inner, dict) and isinstance(inner.get("$in"), list):
+                    inner = inner["$in"]
+                return _keys_of(inner, ()) if not isinstance(inner, dict) or "$oid" in inner else None
+    return None
+
+
+def _typeorm_keys(doc: Any) -> Optional[List[Any]]:
+    """The row a TypeORM operation names, from its statement (the method's arguments by parameter name, as
+    instrumentation-typeorm writes them): a criteria or conditions value, else the entity's id."""
+    if not isinstance(doc, dict):
+        return None
+    for name, value in doc.items():
+        low = name.lower()
+        if ("option" in low and "entity" not in low) or low in ("propertypath", "value", "conflictpaths") or (
+                isinstance(value, str) and ("target" in low or "class" in low)):
+            continue   # the entity's class name, options, an increment's column and amount
+        keys = _keys_of(value)
+        if keys is not None:
+            return keys
+    return None
+
+
+def _mongo_keys(doc: Any, depth: int = 0) -> Optional[List[Any]]:
+    """The `_id` a MongoDB command or Mongoose operation names (an update's filter, an insert's document),
+    where the statement keeps values (the instrumentation's enhanced reporting; by default they are `?`)."""
+    if depth > 5:
+        return None
+    if isinstance(doc, dict):
+        if "_id" in doc:
+            return _keys_of({"_id": doc["_id"]}, ("_id",))
+        values = list(doc.values())
+    elif isinstance(doc, list):
+        values = doc[:20]
+    else:
+        return None
+    for v in values:
+        if isinstance(v, (dict, list)):
+            keys = _mongo_keys(v, depth + 1)
+            if keys is not None:
+                return keys
+    return None
+
+
+def _redis_target(text: str, command: str) -> Tuple[str, Optional[List[Any]]]:
+    """(table, keys) of a Redis command's key as its statement names it: `cart:42` and `cart:42:items` are of row
+    42 of `cart` (the usual type:id naming); a key without a `:` is a table of its own.  DEL and UNLINK name
+    every key."""
+    args = [a for a in text.split()[1:] if not a.startswith("[")]
+    if not args or args[0] == "?":   # no statement, or one whose arguments are all masked
+        return "", None
+    names = [n.split(":") for n in (args if command in ("DEL", "UNLINK") else args[:1])]
+    table = names[0][0]
+    keys = [n[1] for n in names if n[0] == table and len(n) > 1 and n[1]]
+    return table[:200], ([k[:64] for k in keys[:20]] if keys and len(keys) == len(names) else None)
+
+
+def _sql_params(a: dict) -> Any:
+    """A statement's parameter values where the span records them: Drizzle's drizzle.query.params, pg's
+    db.postgresql.values (its enhanced reporting)."""
+    given = a.get("drizzle.query.params")
+    if isinstance(given, str):
+        try:
+            given = _loads(given[:65536])
+        except ValueError:
+            given = None
+    if isinstance(given, list):
+        return given
+    values = a.get("db.postgresql.values")
+    return values if isinstance(values, list) else None
+
+
+def _db_write(sp: dict, kind: str, what: str) -> Optional[dict]:
+    """The write of one database span ({op, table, sql, keys?, rows?, committed}), or None: a statement parsed
+    (kind and table from db.operation.name and db.collection.name / db.sql.table where the span says them, its
+    keys from the statement and its recorded parameters), or an operation as _OP_WRITES and the Redis tables
+    say, named by its family and keyed where its statement names the row."""
+    a = sp["attrs"]
+    family = _db_family(sp)
+    text = _db_statement(a)
+    if kind == "sql":
+        w = _sql_statement_write(sp, text)
+    elif kind == "write":
+        w = _op_write(sp, family, what, text)
+    else:
+        return None
+    if w is None:
+        return None
+    rows = a.get("db.response.affected_rows", a.get("db.rows_affected"))
+    if isinstance(rows, int) and not isinstance(rows, bool) and rows >= 0:
+        w["rows"] = rows
+    w["committed"] = False if sp["error"] else True
+    if sp["error"]:
+        w["note"] = "the statement failed (its span's status is ERROR)"
+    w.update(family=family, store=_db_store(family), start=sp["start"], end=sp["end"])
+    return w
+
+
+def _sql_statement_write(sp: dict, text: str) -> Optional[dict]:
+    a = sp["attrs"]
+    op = _op_key(str(a.get("db.operation.name") or a.get("db.operation") or ""))
+    table = a.get("db.collection.name") or a.get("db.sql.table")
+    parsed = _sql_write(text)
+    if parsed is None and op in _OP_WRITES and _OP_WRITES[op] in ("insert", "update", "delete") and table:
+        parsed = {"op": _OP_WRITES[op], "table": str(table)[:200], "sql": _scrub_server(text[:SERVER_SQL_CAP])}
+    if parsed is None:
+        return None
+    if table:
+        parsed["table"] = str(table)[:200]
+    keys = _sql_keys(text, _sql_params(a))
+    if keys:
+        parsed["keys"] = keys
+    parsed["level"] = "statement"
+    return parsed
+
+
+def _op_write(sp: dict, family: str, kind: str, text: str) -> dict:
+    """An ORM's or store's operation as a write: its table (db.collection.name, db.sql.table,
+    db.mongodb.collection; Prisma's model; the Redis key's type), its keys where its statement names them."""
+    a = sp["attrs"]
+    op = _db_op(sp, family, text)
+    keys: Optional[List[Any]] = None
+    if family == "redis":
+        table, keys = _redis_target(text, op.upper())
+    elif family == "prisma":
+        table = str(a.get("model") or "")[:200]
+    else:
+        table = next((str(a[k])[:200] for k in ("db.collection.name", "db.sql.table", "db.mongodb.collection")
+                      if isinstance(a.get(k), str) and a[k] and a[k] != "$cmd"), "")
+        doc = _json_doc(text)
+        keys = _typeorm_keys(doc) if family == "typeorm" else _mongo_keys(doc) if family in ("mongodb", "mongoose") \
+            else None
+        if family == "mongodb" and _op_key(op) == "findandmodify" and re.search(r'"remove"\s*:\s*(?:true|"\?")', text):
+            kind = "delete"
+    w: Dict[str, Any] = {"op": kind, "table": table, "sql": _scrub_server("%s %s%s" % (family, op, " " + table
+                                                                                        if table else ""))}
+    if keys:
+        w["keys"] = keys
+    # an ORM's operation speaks for the statements beneath it; a store's command is the statement itself
+    w["level"] = "operation" if family in _ORM_FAMILIES else "statement"
+    return w
+
+
+# ---- a trace's writes ----
+
+def _db_ancestors(spans: List[dict], db: List[dict]) -> Dict[str, List[dict]]:
+    """Each database span's database ancestors, nearest first, through the trace's other spans (Prisma's
+    engine spans sit between its client operation and its statements)."""
+    parent = {s["spanId"]: s["parentSpanId"] for s in spans}
+    by_id = {s["spanId"]: s for s in db}
+    out: Dict[str, List[dict]] = {}
+    for s in db:
+        chain: List[dict] = []
+        p: Optional[str] = s["parentSpanId"]
+        seen: Set[str] = set()
+        while p and p not in seen and len(seen) < 64:
+            if p == s["spanId"]:   # parents that lead back to the span itself are no ancestry, whatever a sender says
+                chain = []
+                break
+            seen.add(p)
+            if p in by_id:
+                chain.append(by_id[p])
+            p = parent.get(p)
+        out[s["spanId"]] = chain
+    return out
+
+
+def _db_label(sp: dict, op: str) -> str:
+    """An unread span as an answer names it: its instrumentation and operation."""
+    who = sp["scope"] or str(sp["attrs"].get("db.system.name") or sp["attrs"].get("db.system") or "unnamed")
+    return "%s's %s" % (who[:80], op[:40]) if op else who[:80]
+
+
+def _db_units(db: List[dict], ancestors: Dict[str, List[dict]]) -> Tuple[List[dict], List[str]]:
+    """The spans that speak for a trace's database work, and the labels of those none can read.  A span with
+    database spans under it (an ORM's operation over the driver's statements, SQLAlchemy's over the DB-API's)
+    speaks through them.  One Reticle cannot read is spoken for by its nearest readable ancestor when nothing
+    under that ancestor could be read either (an ORM over a driver Reticle does not know); else it is named."""
+    inner = {a["spanId"] for chain in ancestors.values() for a in chain}
+    leaves = [(sp, _db_kind(sp)) for sp in db if sp["spanId"] not in inner]
+    read_under = {a["spanId"] for sp, (kind, _) in leaves if kind not in ("unread", "connect")
+                  for a in ancestors[sp["spanId"]]}
+    units: List[dict] = []
+    unread: List[str] = []
+    taken = set()
+    for sp, (kind, what) in leaves:
+        if kind == "unread":
+            stand = next((a for a in ancestors[sp["spanId"]] if _db_kind(a)[0] not in ("unread", "connect")), None)
+            if stand is None or stand["spanId"] in read_under:
+                label = _db_label(sp, what)
+                if label not in unread:
+                    unread.append(label)
+                continue
+            sp, (kind, what) = stand, _db_kind(stand)
+        if sp["spanId"] not in taken:
+            taken.add(sp["spanId"])
+            units.append(dict(span=sp, kind=kind, what=what, alone=sp["spanId"] not in inner))
+    units.sort(key=lambda u: u["span"]["start"] or 0)
+    return units, unread
+
+
+def _same_table(a: str, b: str) -> bool:
+    def bare(t: str) -> str:
+        return t.lower().split(".")[-1].strip('`"[]')
+    return bool(a and b) and bare(a) == bare(b)
+
+
+def _fits(general: dict, w: dict) -> bool:
+    """Can the operation `general` (an ORM's) be the write w (a statement's): the same table and kind, or a
+    kind it may stand for (a save is an insert or an update)?"""
+    return (not general["table"] or _same_table(general["table"], w["table"])) and (
+        general["op"] == w["op"] or w["op"] in _OP_MAY_BE.get(general["op"], ()))
+
+
+def _key_from_above(w: dict, above: List[dict]) -> None:
+    """A statement's write that does not name its row takes the key of the ORM operation above it that does."""
+    if w.get("keys"):
+        return
+    for a in above:
+        kind, what = _db_kind(a)
+        general = _db_write(a, kind, what) if kind in ("write", "sql") else None
+        if general is not None and general.get("keys") and _fits(general, w):
+            w["keys"] = general["keys"]
+            return
+
+
+def _without_doubles(writes: List[dict]) -> List[dict]:
+    """An ORM operation traced beside its driver's statements rather than above them (Mongoose does not make
+    its span the current one) is the same work: where statements of its store that fit it (_fits) ran within
+    its time, they say what it wrote (and take its key), and the operation is no write of its own."""
+    out = []
+    for w in writes:
+        if w["level"] == "operation" and w["alone"] and w["start"] and w["end"]:
+            within = [o for o in writes if o["level"] == "statement" and o["store"] == w["store"] and o["start"]
+                      and o["end"] and w["start"] <= o["start"] and o["end"] <= w["end"] and _fits(w, o)]
+            for o in within:
+                if not o.get("keys") and w.get("keys"):
+                    o["keys"] = w["keys"]
+            if within:
+                continue
+        out.append(w)
+    return out
+
+
+def _otel_writes(spans: List[dict], tx_traced: bool = False) -> Tuple[List[dict], int, List[str]]:
+    """The writes of a trace's database spans, in the order they started, with commit or rollback where a
+    transaction's statements are traced (BEGIN ... COMMIT/ROLLBACK, Redis's MULTI ... EXEC/DISCARD); the number
+    of database statements and operations seen; and the spans that could not be read (_db_label).  A write
+    outside a traced transaction was autocommitted where the instrumentation traces transaction statements
+    (`tx_traced`: the service has shown one, or its instrumentation is one of _OTEL_TX_SCOPES), where the
+    service's language's drivers autocommit (_AUTOCOMMIT_LANGUAGES), or in MongoDB and Redis; elsewhere its
+    commit is unknown (committed None)."""
+    db = [s for s in spans if _db_span(s)]
+    if not db:
+        return [], 0, []
+    ancestors = _db_ancestors(spans, db)
+    units, unread = _db_units(db, ancestors)
+    writes: List[dict] = []
+    pending: Dict[str, List[dict]] = {}   # store -> the writes of its open transaction
+    statements = 0
+    for unit in units:
+        sp, kind, what = unit["span"], unit["kind"], unit["what"]
+        if kind == "connect":
+            continue
+        statements += 1
+        if kind == "tx":
+            _tx_step(_db_store(_db_family(sp)), what, pending, writes)
+            continue
+        w = _db_write(sp, kind, what)
+        if w is None:
+            continue
+        _key_from_above(w, ancestors[sp["spanId"]])
+        w["alone"] = unit["alone"]
+        if w["store"] not in pending and w["committed"] and not (
+                w["store"] in _APPLIED_STORES or tx_traced or sp["scope"] in _OTEL_TX_SCOPES
+                or sp.get("language") in _AUTOCOMMIT_LANGUAGES):
+            w["committed"], w["note"] = None, _COMMIT_UNTRACED
+        writes.append(w)
+        if w["store"] in pending and w["committed"]:
+            pending[w["store"]].append(w)
+    for left in pending.values():
+        for w in left:
+            w["committed"], w["note"] = False, "never committed (no COMMIT in the trace)"
+    kept = [{k: v for k, v in w.items() if k not in _INTERNAL} for w in _without_doubles(writes)]
+    return kept[:50], statements, unread[:3]
+
+
+def _tx_step(store: str, word: str, pending: Dict[str, List[dict]], writes: List[dict]) -> None:
+    """A transaction statement of `store`: BEGIN opens one (its writes wait for its end), COMMIT keeps them,
+    ROLLBACK undoes them; MongoDB's abortTransaction leaves every MongoDB write before it of unknown commit
+    (which of them the transaction held is not traced)."""
+    if word == "BEGIN":
+        pending[store] = []
+    elif word == "ABORT":
+        for w in writes:
+            if w["store"] == "mongodb" and w["committed"]:
+                w["committed"], w["note"] = None, "a MongoDB transaction was aborted in this request"
+    elif word == "ROLLBACK":
+        for w in pending.pop(store, []):
+            w["committed"], w["note"] = False, "rolled back"
+    else:
+        pending.pop(store, None)
+#: end src/reticle/otel_writes.py
+
+
 #: begin src/reticle/server_records.py
 ###############################################################################
 # Server records ##############################################################
@@ -14616,21 +15162,27 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
                 entry["exception"] = exc(e.get("exception"))
             logged.append(entry)
     rec["logged"] = logged
-    writes = []
-    given = raw.get("writes")
+    rec["writes"] = _clean_writes(raw.get("writes"))
+    return rec
+
+
+def _clean_writes(given: Any) -> List[dict]:
+    """A record's writes kept to their known fields with their types and caps: op (insert, update, delete, or
+    upsert and write where an ORM's span does not say which), table, rows, committed, sql, note, params, keys."""
+    writes: List[dict] = []
     for w in given[:50] if isinstance(given, list) else []:
-        if isinstance(w, dict) and w.get("op") in ("insert", "update", "delete"):
-            writes.append({"op": w["op"], "table": text(w.get("table"), 200) or "",
+        if isinstance(w, dict) and w.get("op") in SERVER_WRITE_OPS:
+            writes.append({"op": w["op"], "table": w["table"][:200] if isinstance(w.get("table"), str) else "",
                            "rows": w.get("rows") if isinstance(w.get("rows"), int) else None,
                            "committed": w.get("committed") if isinstance(w.get("committed"), bool) else None,
-                           "sql": text(w.get("sql"), SERVER_SQL_CAP + 1) or "", "note": text(w.get("note"), 120),
-                           "params": text(w.get("params"), 300)})
+                           "sql": w["sql"][:SERVER_SQL_CAP + 1] if isinstance(w.get("sql"), str) else "",
+                           "note": w["note"][:120] if isinstance(w.get("note"), str) else None,
+                           "params": w["params"][:300] if isinstance(w.get("params"), str) else None})
             keys = w.get("keys")
             if isinstance(keys, list) and keys:
                 writes[-1]["keys"] = [k if isinstance(k, int) and not isinstance(k, bool) else str(k)[:64]
                                       for k in keys[:20] if isinstance(k, (int, str))]
-    rec["writes"] = writes
-    return rec
+    return writes
 
 
 def _clean_job_record(raw: Any) -> Optional[dict]:
@@ -18714,13 +19266,16 @@ def _server_line(r: dict) -> str:
     parts = ["%s → %s" % (_server_label(r), r.get("status"))]
     if r.get("view"):
         parts.append("view %s" % r["view"])
-    if r.get("dbTraced") is False:  # spans without database instrumentation: not "0 writes"
+    if r.get("dbUnread") and not r.get("writes"):  # spans Reticle cannot read: not "0 writes" either
+        parts.append("writes unknown (instrumentation %s not read)" % "; ".join(r["dbUnread"]))
+    elif r.get("dbTraced") is False:  # spans without database instrumentation: not "0 writes"
         parts.append("writes unknown (no database spans)")
     elif _server_unwatched(r):
         parts.append("writes not watched")
     else:
-        parts.append("%d write%s%s%s" % (len(writes), "" if len(writes) == 1 else "s", _writes_text(writes),
-                                         " seen (not watched: %s)" % ", ".join(r["unseen"]) if r.get("unseen") else ""))
+        blind = (" seen (not watched: %s)" % ", ".join(r["unseen"]) if r.get("unseen") else
+                 " seen (not read: %s)" % "; ".join(r["dbUnread"]) if r.get("dbUnread") else "")
+        parts.append("%d write%s%s%s" % (len(writes), "" if len(writes) == 1 else "s", _writes_text(writes), blind))
     if unsure:
         parts.append("%d write%s of unknown commit%s" % (len(unsure), "" if len(unsure) == 1 else "s",
                                                           _writes_text(unsure)))
@@ -18756,9 +19311,10 @@ def _server_unwatched(r: dict) -> bool:
 def _writes_observed(r: dict) -> bool:
     """Are the database writes of the app that served r observed, whatever the source: the middleware
     watched its database (Django's ORM, SQLAlchemy, sqlite3), or the service's OpenTelemetry spans have
-    shown database statements (dbTraced)?  Only then is "0 writes" evidence of writing nothing."""
+    shown database statements (dbTraced), and its trace holds no database span Reticle could not read
+    (dbUnread)?  Only then is "0 writes" evidence of writing nothing."""
     if r.get("source") == "otel":
-        return bool(r.get("dbTraced"))
+        return bool(r.get("dbTraced")) and not r.get("dbUnread")
     return bool(r.get("watched"))
 
 
@@ -18797,27 +19353,45 @@ def _server_keys_hold(w: dict, key: Any) -> bool:
 def _server_match(r: dict, p: dict) -> Optional[bool]:
     """Does record r satisfy `server` leaf p, whatever what cannot be seen did?  True or False; None
     when that decides it: a write whose commit is unknown (kept, the leaf holds; rolled back, it does
-    not, or the other way round), or a database connection the app may have written through unseen
-    (the record's `unseen`) when the leaf counts writes."""
+    not, or the other way round), a write whose kind its span does not say (an ORM's save: an insert
+    or an update) when the leaf asks for a kind, or, when the leaf counts writes, a database connection
+    the app may have written through unseen (the record's `unseen`) or a database span Reticle could
+    not read (`dbUnread`)."""
     if not ("writes" in p or "committed" in p):
         return _server_matches(r, p)
     if not _server_matches(r, {k: v for k, v in p.items() if k not in ("writes", "committed")}):
         return False
-    writes = r.get("writes") or []
-    if any(w.get("committed") is None for w in writes):
-        kept = _server_matches(dict(r, writes=[dict(w, committed=True) if w.get("committed") is None else w
-                                               for w in writes]), p)
-        lost = _server_matches(dict(r, writes=[dict(w, committed=False) if w.get("committed") is None else w
-                                               for w in writes]), p)
-        if kept != lost:
-            return None
+    if len({_server_matches(v, p) for v in _server_variants(r, p.get("writes", {}).get("op"))}) > 1:
+        return None
     found = _server_matches(r, p)
-    if r.get("unseen") and "writes" in p and (not found or "count" in p["writes"]):
+    if (r.get("unseen") or r.get("dbUnread")) and "writes" in p and (not found or "count" in p["writes"]):
         spec = p["writes"]
         if not found and "count" in spec and _server_rows(r, spec, p.get("committed") is not False) > spec["count"]:
             return False   # more than asked was seen: nothing unseen undoes that
         return None
+    if r.get("dbUnread") and "writes" not in p and not found:
+        return None   # a commit (or rollback) asked for, none seen, and a span not read may hold it
     return found
+
+
+def _server_variants(r: dict, op: Optional[str]) -> List[dict]:
+    """Record r as each of what it may have been: its writes of unknown commit all kept, then all rolled
+    back; and where the leaf asks for a kind of write (`op`), its writes whose kind the span did not say
+    (_OP_MAY_BE) all of that kind, then all of another they may be."""
+    writes = r.get("writes") or []
+    commits: List[Optional[bool]] = [True, False] if any(w.get("committed") is None for w in writes) else [None]
+    vague = op is not None and any(w.get("op") in _OP_MAY_BE for w in writes)
+
+    def as_(w: dict, commit: Optional[bool], other: Optional[bool]) -> dict:
+        w = dict(w)
+        if commit is not None and w.get("committed") is None:
+            w["committed"] = commit
+        may = _OP_MAY_BE.get(w.get("op") or "")
+        if other is not None and may:
+            w["op"] = next(m for m in may if m != op) if other else op if op in may else may[0]
+        return w
+    return [dict(r, writes=[as_(w, commit, other) for w in writes])
+            for commit in commits for other in ([False, True] if vague else [None])]
 
 
 def _server_matches(r: dict, p: dict) -> bool:
@@ -18931,6 +19505,9 @@ def _server_blind(p: dict, records: List[dict]) -> Optional[dict]:
     app whose database nothing watches, a write whose rows have no primary key to compare."""
     traced = [r for r in records if r.get("dbTraced") is False and _server_matches(
         r, {k: p[k] for k in ("method", "urlContains", "status") if k in p})]
+    if traced and ("writes" in p or "committed" in p) and traced[0].get("dbUnread"):
+        return {"pass": False, "assertion": "server.writes-unknown", "decided": True, "decidedBy": "unknowable",
+                "inconclusive": _server_unread_why(traced[0])}
     if traced and ("writes" in p or "committed" in p):
         return {"pass": False, "assertion": "server.writes-unknown", "decided": True, "decidedBy": "unknowable",
                 "inconclusive": "the OpenTelemetry spans of %s carry no database statement, and that service has "
@@ -19085,15 +19662,34 @@ def _server_made(window: List[dict], p: dict) -> str:
 
 
 def _server_unsure_why(r: dict, p: dict) -> str:
-    """Why record r can neither satisfy nor fail `server` leaf p (see _server_match)."""
+    """Why record r can neither satisfy nor fail `server` leaf p (see _server_match), in the order _server_match
+    weighs it: a commit not traced, a write whose kind its span did not say, spans not read, a driver unwatched."""
     unsure = [w for w in r.get("writes") or [] if w.get("committed") is None]
-    if unsure:
+    vague = [w for w in r.get("writes") or [] if w.get("op") in _OP_MAY_BE]
+    if unsure and len({_server_matches(v, p) for v in _server_variants(r, None)}) > 1:
         return ("the server answered %s → %s and ran %s %s, but its OpenTelemetry spans show no BEGIN or COMMIT, "
                 "so whether that write was kept or rolled back cannot be known; %s" % (
                     _server_label(r), r.get("status"), unsure[0]["op"], unsure[0]["table"], _commit_advice(r)))
+    if vague and p.get("writes", {}).get("op"):
+        return ("the server answered %s → %s and its spans name %s %s (an ORM's operation that may be %s), so "
+                "whether it was the %s this asks for cannot be known from them; ask for the write without its kind "
+                "(writes: {table}), or watch the database itself (reticle_watch_db {url}) and check the row with "
+                "{kind: \"stored\", table, where}" % (_server_label(r), r.get("status"), vague[0]["op"],
+                                                      vague[0]["table"] or "a table",
+                                                      " or ".join(_OP_MAY_BE[vague[0]["op"]]), p["writes"]["op"]))
+    if r.get("dbUnread") and not r.get("unseen"):
+        return _server_unread_why(r)
     return ("the server answered %s → %s, but the app may also write through %s, which nothing watches, so what it "
             "wrote cannot be known from what was seen (%s)" % (_server_label(r), r.get("status"),
                                                                ", ".join(r.get("unseen") or []), _server_line(r)))
+
+
+def _server_unread_why(r: dict) -> str:
+    """Why what the server wrote cannot be known from spans Reticle could not read (the record's dbUnread)."""
+    return ("the server answered %s → %s, but its OpenTelemetry spans hold database work of %s, which Reticle does "
+            "not know how to read, so what it wrote cannot be known from them (%s); watch the database itself "
+            "(reticle_watch_db {url}) and check the row with {kind: \"stored\", table, where}"
+            % (_server_label(r), r.get("status"), "; ".join(r["dbUnread"]), _server_line(r)))
 
 
 def _commit_advice(r: dict) -> str:
@@ -19189,7 +19785,8 @@ def _server_contradictions(window: List[dict], p: dict, known: Optional["_Known"
 # not the written row), a write whose keys are not known says nothing, and a predicate that declares the
 # row it expects (`server` writes with that `key`) is believed.
 
-_ID_SEGMENT = re.compile(r"^(\d{1,19}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$")
+_ID_SEGMENT = re.compile(r"^(\d{1,19}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+                         r"|[0-9a-fA-F]{24})$")   # ... or a MongoDB ObjectId
 
 
 def _names_table(segment: str, table: str) -> bool:
@@ -19212,6 +19809,9 @@ def _path_row(path: str) -> Optional[Tuple[str, str]]:
     return pairs[-1] if pairs else None
 
 
+_DONE = {"update": "updated", "delete": "deleted", "upsert": "saved", "write": "wrote"}
+
+
 def _c_server_wrong_row(window: List[dict], p: dict, action_since: Optional[float],
                         known: Optional["_Known"]) -> List[dict]:
     declared = [leaf["writes"]["key"] for leaf, neg in _leaves(p) if leaf["kind"] == "server" and not neg
@@ -19222,7 +19822,8 @@ def _c_server_wrong_row(window: List[dict], p: dict, action_since: Optional[floa
         if named is None:
             continue
         segment, row = named
-        hits = [w for w in r.get("writes") or [] if w["op"] in ("update", "delete") and w.get("committed") is not False
+        hits = [w for w in r.get("writes") or [] if w["op"] in ("update", "delete", "upsert", "write")
+                and w.get("committed") is not False
                 and _names_table(segment, w.get("table") or "")]
         if not hits or not all(isinstance(w.get("keys"), list) for w in hits) \
                 or any(row in _server_key_set(w["keys"]) for w in hits) \
@@ -19230,8 +19831,9 @@ def _c_server_wrong_row(window: List[dict], p: dict, action_since: Optional[floa
             continue
         w = hits[0]
         out.append({"claim": "the assertion held", "server": _server_line(r), "counter": (
-            "%s names row %s of %s, but the server %sd %s keyed %s" % (
-                _server_label(r), row, w["table"], w["op"], w["table"], ", ".join(str(k) for k in w["keys"][:5])))})
+            "%s names row %s of %s, but the server %s %s keyed %s" % (
+                _server_label(r), row, w["table"], _DONE.get(w["op"], w["op"]), w["table"],
+                ", ".join(str(k) for k in w["keys"][:5])))})
     return out[:2]
 
 
@@ -19302,7 +19904,7 @@ def _replaces_spans(hub: _StitchHost, secret: str, rec: dict, sessions: List[Any
     spent = otel.done.get(secret) if otel is not None and rec["via"] == "header" else None
     if otel is None or spent is None or spent[1].get("source") != "otel" or spent[0] not in sessions:
         return False
-    owner, old = spent
+    owner, old = spent[0], spent[1]   # (owner, record, the trace's kept spans)
     if _server_sender_refused(rec, owner) is not None:
         return False
     rec["documentId"], rec["requestId"] = old["documentId"], old["requestId"]
@@ -20229,6 +20831,7 @@ OTEL_MEDIA = ("application/json", "application/x-protobuf")
 OTEL_INFLATED_CAP = 4 * MAX_BODY_BYTES   # a gzip body may inflate to this much; past it, 413
 OTEL_HELD_SPANS = 5000           # spans of issued traces waiting for their SERVER span, at most
 OTEL_DONE_KEPT = 512             # recently stitched traces still open to late child spans and logs
+OTEL_KEPT_SPANS = 400            # spans of each such trace kept to read its writes again
 OTEL_MAX_DEPTH = 16              # nesting of AnyValue arrays/maps accepted
 
 
@@ -20598,99 +21201,12 @@ def _otel_exception(attrs: dict) -> Optional[dict]:
             "frames": _stack_frames(stack) if isinstance(stack, str) else []}
 
 
-_OTEL_TX = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK)\b", re.I)
-# The instrumentations that trace a transaction's BEGIN, COMMIT and ROLLBACK (their drivers send them as
-# statements), so that a write outside a traced transaction was autocommitted.  Others (Python's DB-API,
-# sqlite3 and SQLAlchemy instrumentations: the driver begins and commits without a statement) show no
-# transaction at all, so whether such a write was kept is unknown; a service whose spans have shown a
-# transaction statement is learned to be of the first kind (_OtelTraces.tx_services).
-_OTEL_TX_SCOPES = ("@opentelemetry/instrumentation-pg", "@opentelemetry/instrumentation-mysql",
-                   "@opentelemetry/instrumentation-mysql2")
-_COMMIT_UNTRACED = "its commit is not traced (no BEGIN/COMMIT spans)"
-# The languages (OpenTelemetry's telemetry.sdk.language) whose database drivers commit a statement made outside a
-# transaction by themselves: Node's pg, mysql2 and SQLite drivers, Go's database/sql, JDBC, ADO.NET, Ruby's.
-# Python's DB-API does not (a connection opens a transaction that must be committed), so there it stays unknown.
-_AUTOCOMMIT_LANGUAGES = frozenset(("nodejs", "go", "java", "dotnet", "ruby"))
-
-
-def _otel_db_write(sp: dict) -> Optional[dict]:
-    """A database span's write as the middleware notes one ({op, table, sql, committed}), or None:
-    the kind and table from db.operation.name/db.operation and db.collection.name/db.sql.table,
-    else parsed from the statement (db.query.text/db.statement)."""
-    a = sp["attrs"]
-    sql = a.get("db.query.text") or a.get("db.statement")
-    sql = sql if isinstance(sql, str) else ""
-    op = str(a.get("db.operation.name") or a.get("db.operation") or "").strip().lower()
-    table = a.get("db.collection.name") or a.get("db.sql.table")
-    parsed = _sql_write(sql) if sql else None
-    if parsed is None and op in ("insert", "update", "delete", "replace") and table:
-        parsed = {"op": "insert" if op == "replace" else op, "table": str(table)[:200],
-                  "sql": _scrub_server(sql[:SERVER_SQL_CAP])}
-    if parsed is None:
-        return None
-    if table:
-        parsed["table"] = str(table)[:200]
-    rows = a.get("db.response.affected_rows", a.get("db.rows_affected"))
-    if isinstance(rows, int) and rows >= 0:
-        parsed["rows"] = rows
-    parsed["committed"] = False if sp["error"] else True
-    if sp["error"]:
-        parsed["note"] = "the statement failed (its span's status is ERROR)"
-    return parsed
-
-
-def _otel_writes(spans: List[dict], tx_traced: bool = False) -> Tuple[List[dict], int]:
-    """The writes of a trace's database spans, in the order they started, with commit or rollback
-    where a transaction's statements are traced (BEGIN ... COMMIT/ROLLBACK); and the number of
-    database statements seen.  A write outside a traced transaction was autocommitted where the
-    instrumentation traces transaction statements (`tx_traced`: the service has shown one, or its
-    instrumentation is one of _OTEL_TX_SCOPES), or where the service's language's drivers autocommit
-    (_AUTOCOMMIT_LANGUAGES); elsewhere its commit is unknown (committed None)."""
-    db = [s for s in spans if s["attrs"].get("db.system") or s["attrs"].get("db.system.name")]
-    ids = {s["spanId"] for s in db}
-    # one statement seen by two instrumentations (SQLAlchemy's, and the DB-API driver's under it) is one
-    db = sorted((s for s in db if s["parentSpanId"] not in ids), key=lambda s: s["start"] or 0)
-    writes: List[dict] = []
-    pending: Optional[List[dict]] = None
-    for sp in db:
-        text = sp["attrs"].get("db.query.text") or sp["attrs"].get("db.statement") or sp["name"]
-        m = _OTEL_TX.match(text) if isinstance(text, str) else None
-        if m:
-            word = m.group(1).upper()
-            if word.startswith(("BEGIN", "START")):
-                pending = []
-            elif pending is not None:
-                for done in pending:
-                    if word == "ROLLBACK":
-                        done["committed"], done["note"] = False, "rolled back"
-                pending = None
-            continue
-        w = _otel_db_write(sp)
-        if w is None:
-            continue
-        if pending is None and w["committed"] and not (tx_traced or sp["scope"] in _OTEL_TX_SCOPES
-                                                        or sp.get("language") in _AUTOCOMMIT_LANGUAGES):
-            w["committed"], w["note"] = None, _COMMIT_UNTRACED
-        writes.append(w)
-        if pending is not None and w["committed"]:
-            pending.append(w)
-    for w in pending or []:
-        w["committed"], w["note"] = False, "never committed (no COMMIT in the trace)"
-    return writes[:50], len(db)
-
-
-def _otel_tx_statement(sp: dict) -> bool:
-    """A database span whose statement begins, commits or rolls back a transaction."""
-    text = sp["attrs"].get("db.query.text") or sp["attrs"].get("db.statement") or sp["name"]
-    return bool((sp["attrs"].get("db.system") or sp["attrs"].get("db.system.name"))
-                and isinstance(text, str) and _OTEL_TX.match(text))
-
-
 def _otel_record(server: dict, spans: List[dict], logs: List[dict], tx_traced: bool = False) -> dict:
     """The middleware's record (the raw shape _clean_server_record takes) of one SERVER span and the
     rest of its trace: method, path, host, status, route, duration, the first exception event (the
     server span's, else an internal span's: a client call's own failure is not the request's), error
-    logs, and the database spans' writes."""
+    logs, and the database spans' writes (`dbUnread`: the database spans it could not read, which the
+    cleaned record does not keep: _OtelTraces files them beside it)."""
     a = server["attrs"]
     path = a.get("url.path") or a.get("http.target")  # without the query, as the middleware reports it
     if not isinstance(path, str):
@@ -20711,14 +21227,15 @@ def _otel_record(server: dict, spans: List[dict], logs: List[dict], tx_traced: b
                     break
         if exc:
             break
-    writes, statements = _otel_writes(spans, tx_traced)
+    writes, statements, unread = _otel_writes(spans, tx_traced)
     ms = (server["end"] - server["start"]) / 1e6 if server["end"] and server["start"] else None
     return {"mark": server["traceId"], "method": str(a.get("http.request.method") or a.get("http.method") or ""),
             "path": path, "host": str(host), "via": "header",
             "status": status if isinstance(status, int) and not isinstance(status, bool) else None,  # _otel_status
             "view": a.get("http.route") if isinstance(a.get("http.route"), str) else None,
             "ms": round(ms, 3) if ms is not None else None, "exception": exc, "statements": statements,
-            "logged": [{k: v for k, v in e.items() if k != "traceId"} for e in logs][:20], "writes": writes}
+            "logged": [{k: v for k, v in e.items() if k != "traceId"} for e in logs][:20], "writes": writes,
+            "dbUnread": unread}
 
 
 def _otlp_read(body: bytes, media: str, encoding: str, what: str) -> Tuple[List[dict], List[dict], List[str]]:
@@ -20833,6 +21350,13 @@ class _SpanSources:
         return out[:5]
 
 
+def _kept_spans(spans: List[dict]) -> List[dict]:
+    """What a stitched trace keeps of its spans to read its writes again when late ones come: its database
+    spans whole, the others only as links between them (an ORM's statements may sit under an engine span)."""
+    return [sp if _db_span(sp) else {"spanId": sp["spanId"], "parentSpanId": sp["parentSpanId"], "attrs": {},
+                                     "scope": "", "name": "", "start": sp["start"]} for sp in spans[:OTEL_KEPT_SPANS]]
+
+
 class _OtelTraces:
     """The daemon's side of OpenTelemetry: spans of traces issued to a tab wait here (at most
     OTEL_HELD_SPANS, as long as their trace id is held) until the trace's SERVER span arrives; its
@@ -20843,10 +21367,12 @@ class _OtelTraces:
         self.pool: Optional[concurrent.futures.ThreadPoolExecutor] = None  # reads bodies, one at a time
         self.sources = _SpanSources()
         self.held: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
-        self.done: "collections.OrderedDict[str, Tuple[Any, dict]]" = collections.OrderedDict()
+        self.done: "collections.OrderedDict[str, Tuple[Any, dict, List[dict]]]" = collections.OrderedDict()
         self.spans = 0
         self.db_services: Set[str] = set()  # services whose spans have shown database statements
         self.tx_services: Set[str] = set()  # ... and a transaction statement (their commits are traced)
+        # services whose database spans have all been of kinds Reticle cannot read: service -> the first such
+        self.unread_services: "collections.OrderedDict[str, str]" = collections.OrderedDict()
         # origins (loopback:3000) whose requests traced services have answered: only a tab on one of them
         # waits for spans (one app's tracing must not slow another app's verdicts)
         self.origins: "collections.OrderedDict[str, None]" = collections.OrderedDict()
@@ -20866,13 +21392,22 @@ class _OtelTraces:
         return entry
 
     def _learn(self, spans: List[dict]) -> None:
-        """From every span, stitched or not: the services whose spans show database statements (their
-        "0 writes" is evidence) and transaction statements (their commits are traced)."""
+        """From every span, stitched or not: the services whose spans show database statements or operations
+        Reticle reads (their "0 writes" is evidence), transaction statements (their commits are traced), and
+        those whose database spans it cannot read (their "0 writes" is unknown, naming the instrumentation)."""
         for sp in spans:
-            if sp["attrs"].get("db.system") or sp["attrs"].get("db.system.name"):
+            if sp["service"] in self.tx_services or not _db_span(sp):
+                continue   # (a service that has shown a transaction statement has shown all it can teach)
+            readable, tx = _db_learned(sp)
+            if readable:
                 self.db_services.add(sp["service"])
-                if _otel_tx_statement(sp):
-                    self.tx_services.add(sp["service"])
+                self.unread_services.pop(sp["service"], None)
+            elif sp["service"] not in self.db_services and sp["service"] not in self.unread_services:
+                self.unread_services[sp["service"]] = _db_label(sp, _db_kind(sp)[1])
+                while len(self.unread_services) > 64:
+                    self.unread_services.popitem(last=False)
+            if tx:
+                self.tx_services.add(sp["service"])
 
     async def take(self, hub: _OtelHost, body: bytes, media: str, encoding: str, what: str) -> List[str]:
         """One export: read on the pool's one thread (_otlp_read), so the event loop goes on serving
@@ -20950,10 +21485,10 @@ class _OtelTraces:
             return
         self.held.pop(tid, None)
         self.spans -= len(entry["spans"])
-        if any(_otel_tx_statement(s) for s in entry["spans"]):
+        if any(_db_span(s) and _db_learned(s)[1] for s in entry["spans"]):
             self.tx_services.add(server["service"])
-        rec = _clean_server_record(_otel_record(server, entry["spans"], entry["logs"],
-                                                server["service"] in self.tx_services))
+        raw = _otel_record(server, entry["spans"], entry["logs"], server["service"] in self.tx_services)
+        rec = _clean_server_record(raw)
         if rec is None:
             return
         rec.pop("mark")
@@ -20963,31 +21498,44 @@ class _OtelTraces:
             return
         rec["source"] = "otel"
         rec["service"] = server["service"]
-        rec["dbScopes"] = sorted({s["scope"] for s in entry["spans"] if s["attrs"].get("db.system")
-                                  or s["attrs"].get("db.system.name")})[:3]
+        rec["dbScopes"] = sorted({s["scope"] for s in entry["spans"] if _db_span(s)})[:3]
         if rec["statements"]:
             self.db_services.add(server["service"])
         rec["dbTraced"] = server["service"] in self.db_services
+        rec["dbUnread"] = self._unread(server["service"], rec["dbTraced"], raw["dbUnread"])
         rec["documentId"], rec["requestId"] = owner.server_tickets.take(tid)
         owner.server_otel += 1
         owner.add_server_record(rec)
         self.stats["stitched"] += 1
-        self.done[tid] = (owner, rec)
+        self.done[tid] = (owner, rec, _kept_spans(entry["spans"]))
         while len(self.done) > OTEL_DONE_KEPT:
             self.done.popitem(last=False)
 
+    def _unread(self, service: str, traced: bool, unread: List[str]) -> List[str]:
+        """The database spans a record's writes could not be read from: its trace's, or, for a service none of
+        whose database spans Reticle could ever read, the first such span it sent."""
+        if unread or traced:
+            return unread
+        first = self.unread_services.get(service)
+        return [first] if first else []
+
     def _amend(self, tid: str, spans: List[dict], logs: List[dict]) -> None:
         """Late children and logs of a stitched trace: their writes, exception and error logs join its record."""
-        owner, rec = self.done[tid]
+        owner, rec, kept = self.done[tid]
         for lg in logs:
             if len(rec["logged"]) < 20:
                 rec["logged"].append({k: v for k, v in lg.items() if k != "traceId"})
-        if any(_otel_tx_statement(s) for s in spans):
-            self.tx_services.add(rec.get("service") or "")
-        writes, statements = _otel_writes(spans, rec.get("service") in self.tx_services)
-        rec["writes"].extend(writes[:max(0, 50 - len(rec["writes"]))])
-        rec["statements"] += statements
-        rec["dbTraced"] = rec["dbTraced"] or statements > 0
+        service = rec.get("service") or ""
+        if any(_db_span(s) and _db_learned(s)[1] for s in spans):
+            self.tx_services.add(service)
+        kept.extend(_kept_spans(spans))
+        del kept[OTEL_KEPT_SPANS:]
+        if any(_db_span(s) for s in spans):  # read again with the trace's earlier spans: an ORM's span ends last
+            writes, statements, unread = _otel_writes(kept, service in self.tx_services)
+            rec["writes"] = _clean_writes(writes)
+            rec["statements"] = statements
+            rec["dbTraced"] = rec["dbTraced"] or statements > 0 or service in self.db_services
+            rec["dbUnread"] = self._unread(service, rec["dbTraced"], unread)
         if rec["exception"] is None:
             for sp in spans:
                 exc = next((_otel_exception(e["attrs"]) for e in sp["events"] if e["name"] == "exception"

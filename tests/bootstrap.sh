@@ -8,8 +8,9 @@
 #                                   .venv); it writes nothing into the checkout
 #   sh tests/bootstrap.sh browser   the rest: Debian's chromium, PostgreSQL and PHP's command line (with its SQLite
 #                                   and PostgreSQL drivers), and the npm packages the browser tests drive (React,
-#                                   Hotwire Turbo, htmx, Express, Next.js and React Router 7 with OpenTelemetry) and
-#                                   ESLint for the SDK's lint, into tests/.js and tests/.otel (kept out of git)
+#                                   Hotwire Turbo, htmx, Express with pg and TypeORM, Next.js and React Router 7
+#                                   with OpenTelemetry) and ESLint for the SDK's lint, into tests/.js and
+#                                   tests/.otel (kept out of git)
 #   sh tests/bootstrap.sh           both: what the whole suite (python3 -m pytest) and CI need
 set -eu
 part="${1:-all}"
@@ -69,15 +70,17 @@ fi
 if [ ! -f "$here/.js/node_modules/htmx.org/dist/htmx.min.js" ]; then
     npm install --prefix "$here/.js" --no-audit --no-fund --silent htmx.org@2.0.11 >/dev/null
 fi
-# Real Express, Next.js and React Router 7 (framework mode, Vite) apps with stock OpenTelemetry instrumentation
-# for tests/test_otel.py, and Vite with Vue's single-file components for tests/test_evidence.py (releases that
-# run on Node 20), into their own folder.
-if [ ! -f "$here/.otel/node_modules/@react-router/dev/package.json" ] || [ ! -f "$here/.otel/node_modules/@vitejs/plugin-vue/package.json" ]; then
+# Real Express (with pg, and with TypeORM over pg), Next.js and React Router 7 (framework mode, Vite) apps with
+# stock OpenTelemetry instrumentation for tests/test_otel.py, and Vite with Vue's single-file components for
+# tests/test_evidence.py (releases that run on Node 20), into their own folder.
+if [ ! -f "$here/.otel/node_modules/@react-router/dev/package.json" ] || [ ! -f "$here/.otel/node_modules/@vitejs/plugin-vue/package.json" ] \
+        || [ ! -f "$here/.otel/node_modules/@opentelemetry/instrumentation-typeorm/package.json" ]; then
     npm install --prefix "$here/.otel" --no-audit --no-fund --silent express@4.21.2 pg@8.13.1 @opentelemetry/api@1.9.0 \
         @opentelemetry/sdk-node@0.57.2 @opentelemetry/instrumentation@0.57.2 @opentelemetry/instrumentation-http@0.57.2 \
         @opentelemetry/instrumentation-express@0.47.1 @opentelemetry/instrumentation-pg@0.51.1 \
         @opentelemetry/exporter-trace-otlp-http@0.57.2 @opentelemetry/exporter-trace-otlp-proto@0.57.2 \
         @opentelemetry/auto-instrumentations-node@0.56.1 next@15.1.7 react@19.0.0 react-dom@19.0.0 \
         react-router@7.6.3 @react-router/dev@7.6.3 @react-router/node@7.6.3 vite@6.3.5 isbot@5.1.28 \
-        vue@3.5.13 @vitejs/plugin-vue@5.2.1 >/dev/null
+        vue@3.5.13 @vitejs/plugin-vue@5.2.1 typeorm@1.1.3 reflect-metadata@0.2.2 \
+        @opentelemetry/instrumentation-typeorm@0.22.0 >/dev/null
 fi

@@ -1030,6 +1030,84 @@ def test_a_real_nextjs_app_traced_by_its_instrumentation_hook(tmp_path, daemon, 
         app.close()
 
 
+class TypeormApp(ExpressApp):
+    """tests/_otel_typeorm_app.js: Express and TypeORM 1.1 on PostgreSQL, traced by the http, express, pg and
+    @opentelemetry/instrumentation-typeorm instrumentations, its exporter pointed at the daemon by the standard
+    OTEL_* variables; `alone` sets TypeORM's suppressInternalInstrumentation (no pg span under its operations)."""
+
+    def __init__(self, tmp, daemon, pg_port, alone=False):
+        if not shutil.which("node") or not os.path.isfile(
+                os.path.join(NODE_MODULES, "@opentelemetry", "instrumentation-typeorm", "package.json")):
+            pytest.skip("node or TypeORM's instrumentation in tests/.otel (tests/bootstrap.sh installs it) is missing")
+        AppProcess.__init__(self, tmp, "typeorm")
+        self.pg_port = pg_port
+        env = dict(os.environ, NODE_PATH=NODE_MODULES, OTEL_EXPORTER_OTLP_ENDPOINT=daemon.url,
+                   OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer%20" + daemon.token(),
+                   OTEL_BSP_SCHEDULE_DELAY="200", OTEL_SERVICE_NAME="contacts", OTEL_METRICS_EXPORTER="none",
+                   OTEL_LOGS_EXPORTER="none")
+        if alone:
+            env["OTEL_TEST_TYPEORM_ALONE"] = "1"
+        self.start(["node", os.path.join(HERE, "_otel_typeorm_app.js"), str(self.port), daemon.url, str(pg_port)],
+                   env, HERE)
+        self.seeded = [int(n) for n in re.search(r"contacts (\d+) (\d+)", self.log()).groups()]
+
+    def rows(self):
+        out = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "app", "-d", "postgres",
+                              "-tAc", "SELECT id, name FROM contact ORDER BY id"], capture_output=True, check=True)
+        return dict(line.split("|", 1) for line in out.stdout.decode().splitlines() if line)  # id -> name
+
+
+def contact_saved(path):
+    return {"kind": "text", "contains": "Saved contact %s." % path}   # the full stop: /contacts is not /contacts/noop
+
+
+@pytest.mark.parametrize("alone", [False, True], ids=["over-pg", "typeorm-alone"])
+def test_a_typeorm_app_under_its_instrumentation_in_a_device_and_with_the_tag(tmp_path, daemon, mcp, postgres, alone):
+    """Issue 49: TypeORM's save spans were statements but no write (`statements: 1, writes: []`), so every
+    healthy create was unknown "persisted nothing", and a rename could not be compared with the row its path
+    names.  With the real instrumentation, over pg's spans and alone: a create is yes, one that saves nothing
+    never yes, a rename of the wrong row no (the right one yes); twice each, in a device and with the tag."""
+    app = TypeormApp(tmp_path, daemon, postgres, alone=alone)
+    browser = None
+    first, second = app.seeded
+    insert = {"kind": "server", "method": "POST", "urlContains": "/contacts", "writes": {"table": "contact",
+                                                                                          "op": "insert"}}
+    try:
+        device = open_tab(mcp, app, device=True)[0]
+        tag, browser = open_tab(mcp, app)
+        for where, sid in (("device", device), ("tag", tag)):
+            for n in range(2):
+                before = len(app.rows())
+                out = act(mcp, sid, "Add contact", contact_saved("/contacts"))
+                assert out["verified"] == "yes", (where, n, out["because"], out.get("server"), app.log()[-2000:])
+                assert len(app.rows()) == before + 1
+                wrote = "1 write (upsert contact ×≥1)" if alone else "1 write (insert contact ×≥1)"
+                assert any("POST /contacts → 201" in s and wrote in s for s in out["server"]), out["server"]
+                out = act(mcp, sid, "Add contact (no-op)", contact_saved("/contacts/noop"))
+                assert (out["verified"], out["verifiedReason"]) == ("unknown", "server_wrote_nothing"), (where, n, out)
+                out = act(mcp, sid, "Add contact (no-op)", dict(insert, urlContains="/contacts/noop"))
+                assert out["verified"] == "no" and "0 writes" in out["because"], (where, n, out)
+                # the save alone says insert or update: asking which is unknown, never a guess
+                out = act(mcp, sid, "Add contact", insert)
+                assert out["verified"] == ("unknown" if alone else "yes"), (where, n, out)
+                if alone:
+                    assert "may be insert or update" in out["because"], out["because"]
+                out = act(mcp, sid, "Rename contact", contact_saved("/contacts/%d/rename" % first))
+                assert out["verified"] == "yes", (where, n, out["because"], out.get("server"))
+                names = app.rows()
+                out = act(mcp, sid, "Rename contact (wrong row)", contact_saved("/contacts/%d/rename-wrong" % first))
+                assert (out["verified"], out["verifiedReason"]) == ("no", "contradicted"), (where, n, out)
+                assert "POST /contacts/%d/rename-wrong names row %d of contact, but the server %s contact keyed %d" % (
+                    first, first, "saved" if alone else "updated", second) in out["because"], out["because"]
+                assert app.rows()[str(second)] != names[str(second)]   # it did rename the other row
+        assert {r["source"] for r in server_events(mcp, tag)} == {"otel"}
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+    assert "Traceback" not in daemon.log()
+
+
 @pytest.mark.parametrize("language,committed", [("nodejs", True), ("go", True), ("java", True), ("dotnet", True),
                                                 ("ruby", True), ("python", None), ("", None)])
 def test_a_write_outside_a_traced_transaction_is_committed_where_the_languages_drivers_autocommit(language,
@@ -1047,6 +1125,6 @@ def test_a_write_outside_a_traced_transaction_is_committed_where_the_languages_d
                         {"key": "db.statement", "value": {"stringValue": "INSERT INTO notes (title) VALUES (?)"}}]}]}]}]}
     spans, refused = reticle._otel_spans(payload)
     assert refused == [] and len(spans) == 1
-    writes, statements = reticle._otel_writes(spans)
-    assert statements == 1 and [(w["op"], w["table"], w["committed"]) for w in writes] == [
+    writes, statements, unread = reticle._otel_writes(spans)
+    assert statements == 1 and unread == [] and [(w["op"], w["table"], w["committed"]) for w in writes] == [
         ("insert", "notes", committed)], writes

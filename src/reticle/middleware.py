@@ -25,6 +25,11 @@ from .util import _StateDir, _dumps, _redact
 
 
 _SAVEPOINT_NOTE = "rolled back to a savepoint (its transaction went on)"
+# What a write's op may stand for where its span does not say which of the three it was (the writes that
+# OpenTelemetry's ORM and command spans name, otel_writes.py): a save or an upsert inserts or updates, a
+# bulk write may do any of them.  The middleware's own writes are always one of the three.
+_OP_MAY_BE: Dict[str, Tuple[str, ...]] = {"upsert": ("insert", "update"), "write": ("insert", "update", "delete")}
+SERVER_WRITE_OPS = ("insert", "update", "delete") + tuple(_OP_MAY_BE)
 
 
 SERVER_QUEUE_CAP = 1000          # records waiting for the reporter thread; past it they are dropped, counted

@@ -21,8 +21,9 @@ from .constants import MAX_BODY_BYTES
 from .devices import _DeviceManager
 from .errors import _HttpRefusal, _PbError, _SpanRefused
 from .faults import _Faults
-from .middleware import SERVER_SQL_CAP, _scrub_server, _sql_write
-from .server_records import _clean_server_record
+from .middleware import _scrub_server
+from .otel_writes import _db_kind, _db_label, _db_learned, _db_span, _otel_writes
+from .server_records import _clean_server_record, _clean_writes
 from .stitching import _server_sender_refused
 from .util import _loads, _short
 
@@ -59,6 +60,7 @@ OTEL_MEDIA = ("application/json", "application/x-protobuf")
 OTEL_INFLATED_CAP = 4 * MAX_BODY_BYTES   # a gzip body may inflate to this much; past it, 413
 OTEL_HELD_SPANS = 5000           # spans of issued traces waiting for their SERVER span, at most
 OTEL_DONE_KEPT = 512             # recently stitched traces still open to late child spans and logs
+OTEL_KEPT_SPANS = 400            # spans of each such trace kept to read its writes again
 OTEL_MAX_DEPTH = 16              # nesting of AnyValue arrays/maps accepted
 
 
@@ -428,99 +430,12 @@ def _otel_exception(attrs: dict) -> Optional[dict]:
             "frames": _stack_frames(stack) if isinstance(stack, str) else []}
 
 
-_OTEL_TX = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK)\b", re.I)
-# The instrumentations that trace a transaction's BEGIN, COMMIT and ROLLBACK (their drivers send them as
-# statements), so that a write outside a traced transaction was autocommitted.  Others (Python's DB-API,
-# sqlite3 and SQLAlchemy instrumentations: the driver begins and commits without a statement) show no
-# transaction at all, so whether such a write was kept is unknown; a service whose spans have shown a
-# transaction statement is learned to be of the first kind (_OtelTraces.tx_services).
-_OTEL_TX_SCOPES = ("@opentelemetry/instrumentation-pg", "@opentelemetry/instrumentation-mysql",
-                   "@opentelemetry/instrumentation-mysql2")
-_COMMIT_UNTRACED = "its commit is not traced (no BEGIN/COMMIT spans)"
-# The languages (OpenTelemetry's telemetry.sdk.language) whose database drivers commit a statement made outside a
-# transaction by themselves: Node's pg, mysql2 and SQLite drivers, Go's database/sql, JDBC, ADO.NET, Ruby's.
-# Python's DB-API does not (a connection opens a transaction that must be committed), so there it stays unknown.
-_AUTOCOMMIT_LANGUAGES = frozenset(("nodejs", "go", "java", "dotnet", "ruby"))
-
-
-def _otel_db_write(sp: dict) -> Optional[dict]:
-    """A database span's write as the middleware notes one ({op, table, sql, committed}), or None:
-    the kind and table from db.operation.name/db.operation and db.collection.name/db.sql.table,
-    else parsed from the statement (db.query.text/db.statement)."""
-    a = sp["attrs"]
-    sql = a.get("db.query.text") or a.get("db.statement")
-    sql = sql if isinstance(sql, str) else ""
-    op = str(a.get("db.operation.name") or a.get("db.operation") or "").strip().lower()
-    table = a.get("db.collection.name") or a.get("db.sql.table")
-    parsed = _sql_write(sql) if sql else None
-    if parsed is None and op in ("insert", "update", "delete", "replace") and table:
-        parsed = {"op": "insert" if op == "replace" else op, "table": str(table)[:200],
-                  "sql": _scrub_server(sql[:SERVER_SQL_CAP])}
-    if parsed is None:
-        return None
-    if table:
-        parsed["table"] = str(table)[:200]
-    rows = a.get("db.response.affected_rows", a.get("db.rows_affected"))
-    if isinstance(rows, int) and rows >= 0:
-        parsed["rows"] = rows
-    parsed["committed"] = False if sp["error"] else True
-    if sp["error"]:
-        parsed["note"] = "the statement failed (its span's status is ERROR)"
-    return parsed
-
-
-def _otel_writes(spans: List[dict], tx_traced: bool = False) -> Tuple[List[dict], int]:
-    """The writes of a trace's database spans, in the order they started, with commit or rollback
-    where a transaction's statements are traced (BEGIN ... COMMIT/ROLLBACK); and the number of
-    database statements seen.  A write outside a traced transaction was autocommitted where the
-    instrumentation traces transaction statements (`tx_traced`: the service has shown one, or its
-    instrumentation is one of _OTEL_TX_SCOPES), or where the service's language's drivers autocommit
-    (_AUTOCOMMIT_LANGUAGES); elsewhere its commit is unknown (committed None)."""
-    db = [s for s in spans if s["attrs"].get("db.system") or s["attrs"].get("db.system.name")]
-    ids = {s["spanId"] for s in db}
-    # one statement seen by two instrumentations (SQLAlchemy's, and the DB-API driver's under it) is one
-    db = sorted((s for s in db if s["parentSpanId"] not in ids), key=lambda s: s["start"] or 0)
-    writes: List[dict] = []
-    pending: Optional[List[dict]] = None
-    for sp in db:
-        text = sp["attrs"].get("db.query.text") or sp["attrs"].get("db.statement") or sp["name"]
-        m = _OTEL_TX.match(text) if isinstance(text, str) else None
-        if m:
-            word = m.group(1).upper()
-            if word.startswith(("BEGIN", "START")):
-                pending = []
-            elif pending is not None:
-                for done in pending:
-                    if word == "ROLLBACK":
-                        done["committed"], done["note"] = False, "rolled back"
-                pending = None
-            continue
-        w = _otel_db_write(sp)
-        if w is None:
-            continue
-        if pending is None and w["committed"] and not (tx_traced or sp["scope"] in _OTEL_TX_SCOPES
-                                                        or sp.get("language") in _AUTOCOMMIT_LANGUAGES):
-            w["committed"], w["note"] = None, _COMMIT_UNTRACED
-        writes.append(w)
-        if pending is not None and w["committed"]:
-            pending.append(w)
-    for w in pending or []:
-        w["committed"], w["note"] = False, "never committed (no COMMIT in the trace)"
-    return writes[:50], len(db)
-
-
-def _otel_tx_statement(sp: dict) -> bool:
-    """A database span whose statement begins, commits or rolls back a transaction."""
-    text = sp["attrs"].get("db.query.text") or sp["attrs"].get("db.statement") or sp["name"]
-    return bool((sp["attrs"].get("db.system") or sp["attrs"].get("db.system.name"))
-                and isinstance(text, str) and _OTEL_TX.match(text))
-
-
 def _otel_record(server: dict, spans: List[dict], logs: List[dict], tx_traced: bool = False) -> dict:
     """The middleware's record (the raw shape _clean_server_record takes) of one SERVER span and the
     rest of its trace: method, path, host, status, route, duration, the first exception event (the
     server span's, else an internal span's: a client call's own failure is not the request's), error
-    logs, and the database spans' writes."""
+    logs, and the database spans' writes (`dbUnread`: the database spans it could not read, which the
+    cleaned record does not keep: _OtelTraces files them beside it)."""
     a = server["attrs"]
     path = a.get("url.path") or a.get("http.target")  # without the query, as the middleware reports it
     if not isinstance(path, str):
@@ -541,14 +456,15 @@ def _otel_record(server: dict, spans: List[dict], logs: List[dict], tx_traced: b
                     break
         if exc:
             break
-    writes, statements = _otel_writes(spans, tx_traced)
+    writes, statements, unread = _otel_writes(spans, tx_traced)
     ms = (server["end"] - server["start"]) / 1e6 if server["end"] and server["start"] else None
     return {"mark": server["traceId"], "method": str(a.get("http.request.method") or a.get("http.method") or ""),
             "path": path, "host": str(host), "via": "header",
             "status": status if isinstance(status, int) and not isinstance(status, bool) else None,  # _otel_status
             "view": a.get("http.route") if isinstance(a.get("http.route"), str) else None,
             "ms": round(ms, 3) if ms is not None else None, "exception": exc, "statements": statements,
-            "logged": [{k: v for k, v in e.items() if k != "traceId"} for e in logs][:20], "writes": writes}
+            "logged": [{k: v for k, v in e.items() if k != "traceId"} for e in logs][:20], "writes": writes,
+            "dbUnread": unread}
 
 
 def _otlp_read(body: bytes, media: str, encoding: str, what: str) -> Tuple[List[dict], List[dict], List[str]]:
@@ -663,6 +579,13 @@ class _SpanSources:
         return out[:5]
 
 
+def _kept_spans(spans: List[dict]) -> List[dict]:
+    """What a stitched trace keeps of its spans to read its writes again when late ones come: its database
+    spans whole, the others only as links between them (an ORM's statements may sit under an engine span)."""
+    return [sp if _db_span(sp) else {"spanId": sp["spanId"], "parentSpanId": sp["parentSpanId"], "attrs": {},
+                                     "scope": "", "name": "", "start": sp["start"]} for sp in spans[:OTEL_KEPT_SPANS]]
+
+
 class _OtelTraces:
     """The daemon's side of OpenTelemetry: spans of traces issued to a tab wait here (at most
     OTEL_HELD_SPANS, as long as their trace id is held) until the trace's SERVER span arrives; its
@@ -673,10 +596,12 @@ class _OtelTraces:
         self.pool: Optional[concurrent.futures.ThreadPoolExecutor] = None  # reads bodies, one at a time
         self.sources = _SpanSources()
         self.held: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
-        self.done: "collections.OrderedDict[str, Tuple[Any, dict]]" = collections.OrderedDict()
+        self.done: "collections.OrderedDict[str, Tuple[Any, dict, List[dict]]]" = collections.OrderedDict()
         self.spans = 0
         self.db_services: Set[str] = set()  # services whose spans have shown database statements
         self.tx_services: Set[str] = set()  # ... and a transaction statement (their commits are traced)
+        # services whose database spans have all been of kinds Reticle cannot read: service -> the first such
+        self.unread_services: "collections.OrderedDict[str, str]" = collections.OrderedDict()
         # origins (loopback:3000) whose requests traced services have answered: only a tab on one of them
         # waits for spans (one app's tracing must not slow another app's verdicts)
         self.origins: "collections.OrderedDict[str, None]" = collections.OrderedDict()
@@ -696,13 +621,22 @@ class _OtelTraces:
         return entry
 
     def _learn(self, spans: List[dict]) -> None:
-        """From every span, stitched or not: the services whose spans show database statements (their
-        "0 writes" is evidence) and transaction statements (their commits are traced)."""
+        """From every span, stitched or not: the services whose spans show database statements or operations
+        Reticle reads (their "0 writes" is evidence), transaction statements (their commits are traced), and
+        those whose database spans it cannot read (their "0 writes" is unknown, naming the instrumentation)."""
         for sp in spans:
-            if sp["attrs"].get("db.system") or sp["attrs"].get("db.system.name"):
+            if sp["service"] in self.tx_services or not _db_span(sp):
+                continue   # (a service that has shown a transaction statement has shown all it can teach)
+            readable, tx = _db_learned(sp)
+            if readable:
                 self.db_services.add(sp["service"])
-                if _otel_tx_statement(sp):
-                    self.tx_services.add(sp["service"])
+                self.unread_services.pop(sp["service"], None)
+            elif sp["service"] not in self.db_services and sp["service"] not in self.unread_services:
+                self.unread_services[sp["service"]] = _db_label(sp, _db_kind(sp)[1])
+                while len(self.unread_services) > 64:
+                    self.unread_services.popitem(last=False)
+            if tx:
+                self.tx_services.add(sp["service"])
 
     async def take(self, hub: _OtelHost, body: bytes, media: str, encoding: str, what: str) -> List[str]:
         """One export: read on the pool's one thread (_otlp_read), so the event loop goes on serving
@@ -780,10 +714,10 @@ class _OtelTraces:
             return
         self.held.pop(tid, None)
         self.spans -= len(entry["spans"])
-        if any(_otel_tx_statement(s) for s in entry["spans"]):
+        if any(_db_span(s) and _db_learned(s)[1] for s in entry["spans"]):
             self.tx_services.add(server["service"])
-        rec = _clean_server_record(_otel_record(server, entry["spans"], entry["logs"],
-                                                server["service"] in self.tx_services))
+        raw = _otel_record(server, entry["spans"], entry["logs"], server["service"] in self.tx_services)
+        rec = _clean_server_record(raw)
         if rec is None:
             return
         rec.pop("mark")
@@ -793,31 +727,44 @@ class _OtelTraces:
             return
         rec["source"] = "otel"
         rec["service"] = server["service"]
-        rec["dbScopes"] = sorted({s["scope"] for s in entry["spans"] if s["attrs"].get("db.system")
-                                  or s["attrs"].get("db.system.name")})[:3]
+        rec["dbScopes"] = sorted({s["scope"] for s in entry["spans"] if _db_span(s)})[:3]
         if rec["statements"]:
             self.db_services.add(server["service"])
         rec["dbTraced"] = server["service"] in self.db_services
+        rec["dbUnread"] = self._unread(server["service"], rec["dbTraced"], raw["dbUnread"])
         rec["documentId"], rec["requestId"] = owner.server_tickets.take(tid)
         owner.server_otel += 1
         owner.add_server_record(rec)
         self.stats["stitched"] += 1
-        self.done[tid] = (owner, rec)
+        self.done[tid] = (owner, rec, _kept_spans(entry["spans"]))
         while len(self.done) > OTEL_DONE_KEPT:
             self.done.popitem(last=False)
 
+    def _unread(self, service: str, traced: bool, unread: List[str]) -> List[str]:
+        """The database spans a record's writes could not be read from: its trace's, or, for a service none of
+        whose database spans Reticle could ever read, the first such span it sent."""
+        if unread or traced:
+            return unread
+        first = self.unread_services.get(service)
+        return [first] if first else []
+
     def _amend(self, tid: str, spans: List[dict], logs: List[dict]) -> None:
         """Late children and logs of a stitched trace: their writes, exception and error logs join its record."""
-        owner, rec = self.done[tid]
+        owner, rec, kept = self.done[tid]
         for lg in logs:
             if len(rec["logged"]) < 20:
                 rec["logged"].append({k: v for k, v in lg.items() if k != "traceId"})
-        if any(_otel_tx_statement(s) for s in spans):
-            self.tx_services.add(rec.get("service") or "")
-        writes, statements = _otel_writes(spans, rec.get("service") in self.tx_services)
-        rec["writes"].extend(writes[:max(0, 50 - len(rec["writes"]))])
-        rec["statements"] += statements
-        rec["dbTraced"] = rec["dbTraced"] or statements > 0
+        service = rec.get("service") or ""
+        if any(_db_span(s) and _db_learned(s)[1] for s in spans):
+            self.tx_services.add(service)
+        kept.extend(_kept_spans(spans))
+        del kept[OTEL_KEPT_SPANS:]
+        if any(_db_span(s) for s in spans):  # read again with the trace's earlier spans: an ORM's span ends last
+            writes, statements, unread = _otel_writes(kept, service in self.tx_services)
+            rec["writes"] = _clean_writes(writes)
+            rec["statements"] = statements
+            rec["dbTraced"] = rec["dbTraced"] or statements > 0 or service in self.db_services
+            rec["dbUnread"] = self._unread(service, rec["dbTraced"], unread)
         if rec["exception"] is None:
             for sp in spans:
                 exc = next((_otel_exception(e["attrs"]) for e in sp["events"] if e["name"] == "exception"

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .constants import RETRY_GRACE_MS, SERVER_GRACE_MS
 from .events import _WRITE_METHODS, _call_label
-from .middleware import _SAVEPOINT_NOTE
+from .middleware import _OP_MAY_BE, _SAVEPOINT_NOTE
 from .observation import _Observation, _leaves
 from .tab import _Known
 from .util import _short
@@ -54,13 +54,16 @@ def _server_line(r: dict) -> str:
     parts = ["%s → %s" % (_server_label(r), r.get("status"))]
     if r.get("view"):
         parts.append("view %s" % r["view"])
-    if r.get("dbTraced") is False:  # spans without database instrumentation: not "0 writes"
+    if r.get("dbUnread") and not r.get("writes"):  # spans Reticle cannot read: not "0 writes" either
+        parts.append("writes unknown (instrumentation %s not read)" % "; ".join(r["dbUnread"]))
+    elif r.get("dbTraced") is False:  # spans without database instrumentation: not "0 writes"
         parts.append("writes unknown (no database spans)")
     elif _server_unwatched(r):
         parts.append("writes not watched")
     else:
-        parts.append("%d write%s%s%s" % (len(writes), "" if len(writes) == 1 else "s", _writes_text(writes),
-                                         " seen (not watched: %s)" % ", ".join(r["unseen"]) if r.get("unseen") else ""))
+        blind = (" seen (not watched: %s)" % ", ".join(r["unseen"]) if r.get("unseen") else
+                 " seen (not read: %s)" % "; ".join(r["dbUnread"]) if r.get("dbUnread") else "")
+        parts.append("%d write%s%s%s" % (len(writes), "" if len(writes) == 1 else "s", _writes_text(writes), blind))
     if unsure:
         parts.append("%d write%s of unknown commit%s" % (len(unsure), "" if len(unsure) == 1 else "s",
                                                           _writes_text(unsure)))
@@ -96,9 +99,10 @@ def _server_unwatched(r: dict) -> bool:
 def _writes_observed(r: dict) -> bool:
     """Are the database writes of the app that served r observed, whatever the source: the middleware
     watched its database (Django's ORM, SQLAlchemy, sqlite3), or the service's OpenTelemetry spans have
-    shown database statements (dbTraced)?  Only then is "0 writes" evidence of writing nothing."""
+    shown database statements (dbTraced), and its trace holds no database span Reticle could not read
+    (dbUnread)?  Only then is "0 writes" evidence of writing nothing."""
     if r.get("source") == "otel":
-        return bool(r.get("dbTraced"))
+        return bool(r.get("dbTraced")) and not r.get("dbUnread")
     return bool(r.get("watched"))
 
 
@@ -137,27 +141,45 @@ def _server_keys_hold(w: dict, key: Any) -> bool:
 def _server_match(r: dict, p: dict) -> Optional[bool]:
     """Does record r satisfy `server` leaf p, whatever what cannot be seen did?  True or False; None
     when that decides it: a write whose commit is unknown (kept, the leaf holds; rolled back, it does
-    not, or the other way round), or a database connection the app may have written through unseen
-    (the record's `unseen`) when the leaf counts writes."""
+    not, or the other way round), a write whose kind its span does not say (an ORM's save: an insert
+    or an update) when the leaf asks for a kind, or, when the leaf counts writes, a database connection
+    the app may have written through unseen (the record's `unseen`) or a database span Reticle could
+    not read (`dbUnread`)."""
     if not ("writes" in p or "committed" in p):
         return _server_matches(r, p)
     if not _server_matches(r, {k: v for k, v in p.items() if k not in ("writes", "committed")}):
         return False
-    writes = r.get("writes") or []
-    if any(w.get("committed") is None for w in writes):
-        kept = _server_matches(dict(r, writes=[dict(w, committed=True) if w.get("committed") is None else w
-                                               for w in writes]), p)
-        lost = _server_matches(dict(r, writes=[dict(w, committed=False) if w.get("committed") is None else w
-                                               for w in writes]), p)
-        if kept != lost:
-            return None
+    if len({_server_matches(v, p) for v in _server_variants(r, p.get("writes", {}).get("op"))}) > 1:
+        return None
     found = _server_matches(r, p)
-    if r.get("unseen") and "writes" in p and (not found or "count" in p["writes"]):
+    if (r.get("unseen") or r.get("dbUnread")) and "writes" in p and (not found or "count" in p["writes"]):
         spec = p["writes"]
         if not found and "count" in spec and _server_rows(r, spec, p.get("committed") is not False) > spec["count"]:
             return False   # more than asked was seen: nothing unseen undoes that
         return None
+    if r.get("dbUnread") and "writes" not in p and not found:
+        return None   # a commit (or rollback) asked for, none seen, and a span not read may hold it
     return found
+
+
+def _server_variants(r: dict, op: Optional[str]) -> List[dict]:
+    """Record r as each of what it may have been: its writes of unknown commit all kept, then all rolled
+    back; and where the leaf asks for a kind of write (`op`), its writes whose kind the span did not say
+    (_OP_MAY_BE) all of that kind, then all of another they may be."""
+    writes = r.get("writes") or []
+    commits: List[Optional[bool]] = [True, False] if any(w.get("committed") is None for w in writes) else [None]
+    vague = op is not None and any(w.get("op") in _OP_MAY_BE for w in writes)
+
+    def as_(w: dict, commit: Optional[bool], other: Optional[bool]) -> dict:
+        w = dict(w)
+        if commit is not None and w.get("committed") is None:
+            w["committed"] = commit
+        may = _OP_MAY_BE.get(w.get("op") or "")
+        if other is not None and may:
+            w["op"] = next(m for m in may if m != op) if other else op if op in may else may[0]
+        return w
+    return [dict(r, writes=[as_(w, commit, other) for w in writes])
+            for commit in commits for other in ([False, True] if vague else [None])]
 
 
 def _server_matches(r: dict, p: dict) -> bool:
@@ -271,6 +293,9 @@ def _server_blind(p: dict, records: List[dict]) -> Optional[dict]:
     app whose database nothing watches, a write whose rows have no primary key to compare."""
     traced = [r for r in records if r.get("dbTraced") is False and _server_matches(
         r, {k: p[k] for k in ("method", "urlContains", "status") if k in p})]
+    if traced and ("writes" in p or "committed" in p) and traced[0].get("dbUnread"):
+        return {"pass": False, "assertion": "server.writes-unknown", "decided": True, "decidedBy": "unknowable",
+                "inconclusive": _server_unread_why(traced[0])}
     if traced and ("writes" in p or "committed" in p):
         return {"pass": False, "assertion": "server.writes-unknown", "decided": True, "decidedBy": "unknowable",
                 "inconclusive": "the OpenTelemetry spans of %s carry no database statement, and that service has "
@@ -425,15 +450,34 @@ def _server_made(window: List[dict], p: dict) -> str:
 
 
 def _server_unsure_why(r: dict, p: dict) -> str:
-    """Why record r can neither satisfy nor fail `server` leaf p (see _server_match)."""
+    """Why record r can neither satisfy nor fail `server` leaf p (see _server_match), in the order _server_match
+    weighs it: a commit not traced, a write whose kind its span did not say, spans not read, a driver unwatched."""
     unsure = [w for w in r.get("writes") or [] if w.get("committed") is None]
-    if unsure:
+    vague = [w for w in r.get("writes") or [] if w.get("op") in _OP_MAY_BE]
+    if unsure and len({_server_matches(v, p) for v in _server_variants(r, None)}) > 1:
         return ("the server answered %s → %s and ran %s %s, but its OpenTelemetry spans show no BEGIN or COMMIT, "
                 "so whether that write was kept or rolled back cannot be known; %s" % (
                     _server_label(r), r.get("status"), unsure[0]["op"], unsure[0]["table"], _commit_advice(r)))
+    if vague and p.get("writes", {}).get("op"):
+        return ("the server answered %s → %s and its spans name %s %s (an ORM's operation that may be %s), so "
+                "whether it was the %s this asks for cannot be known from them; ask for the write without its kind "
+                "(writes: {table}), or watch the database itself (reticle_watch_db {url}) and check the row with "
+                "{kind: \"stored\", table, where}" % (_server_label(r), r.get("status"), vague[0]["op"],
+                                                      vague[0]["table"] or "a table",
+                                                      " or ".join(_OP_MAY_BE[vague[0]["op"]]), p["writes"]["op"]))
+    if r.get("dbUnread") and not r.get("unseen"):
+        return _server_unread_why(r)
     return ("the server answered %s → %s, but the app may also write through %s, which nothing watches, so what it "
             "wrote cannot be known from what was seen (%s)" % (_server_label(r), r.get("status"),
                                                                ", ".join(r.get("unseen") or []), _server_line(r)))
+
+
+def _server_unread_why(r: dict) -> str:
+    """Why what the server wrote cannot be known from spans Reticle could not read (the record's dbUnread)."""
+    return ("the server answered %s → %s, but its OpenTelemetry spans hold database work of %s, which Reticle does "
+            "not know how to read, so what it wrote cannot be known from them (%s); watch the database itself "
+            "(reticle_watch_db {url}) and check the row with {kind: \"stored\", table, where}"
+            % (_server_label(r), r.get("status"), "; ".join(r["dbUnread"]), _server_line(r)))
 
 
 def _commit_advice(r: dict) -> str:
@@ -529,7 +573,8 @@ def _server_contradictions(window: List[dict], p: dict, known: Optional["_Known"
 # not the written row), a write whose keys are not known says nothing, and a predicate that declares the
 # row it expects (`server` writes with that `key`) is believed.
 
-_ID_SEGMENT = re.compile(r"^(\d{1,19}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$")
+_ID_SEGMENT = re.compile(r"^(\d{1,19}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+                         r"|[0-9a-fA-F]{24})$")   # ... or a MongoDB ObjectId
 
 
 def _names_table(segment: str, table: str) -> bool:
@@ -552,6 +597,9 @@ def _path_row(path: str) -> Optional[Tuple[str, str]]:
     return pairs[-1] if pairs else None
 
 
+_DONE = {"update": "updated", "delete": "deleted", "upsert": "saved", "write": "wrote"}
+
+
 def _c_server_wrong_row(window: List[dict], p: dict, action_since: Optional[float],
                         known: Optional["_Known"]) -> List[dict]:
     declared = [leaf["writes"]["key"] for leaf, neg in _leaves(p) if leaf["kind"] == "server" and not neg
@@ -562,7 +610,8 @@ def _c_server_wrong_row(window: List[dict], p: dict, action_since: Optional[floa
         if named is None:
             continue
         segment, row = named
-        hits = [w for w in r.get("writes") or [] if w["op"] in ("update", "delete") and w.get("committed") is not False
+        hits = [w for w in r.get("writes") or [] if w["op"] in ("update", "delete", "upsert", "write")
+                and w.get("committed") is not False
                 and _names_table(segment, w.get("table") or "")]
         if not hits or not all(isinstance(w.get("keys"), list) for w in hits) \
                 or any(row in _server_key_set(w["keys"]) for w in hits) \
@@ -570,8 +619,9 @@ def _c_server_wrong_row(window: List[dict], p: dict, action_since: Optional[floa
             continue
         w = hits[0]
         out.append({"claim": "the assertion held", "server": _server_line(r), "counter": (
-            "%s names row %s of %s, but the server %sd %s keyed %s" % (
-                _server_label(r), row, w["table"], w["op"], w["table"], ", ".join(str(k) for k in w["keys"][:5])))})
+            "%s names row %s of %s, but the server %s %s keyed %s" % (
+                _server_label(r), row, w["table"], _DONE.get(w["op"], w["op"]), w["table"],
+                ", ".join(str(k) for k in w["keys"][:5])))})
     return out[:2]
 
 

@@ -10,7 +10,7 @@ import collections
 import secrets
 from typing import Any, Dict, List, Optional, Tuple
 
-from .middleware import (SERVER_SQL_CAP, SERVER_TICKETS, SERVER_TICKETS_KEPT,
+from .middleware import (SERVER_SQL_CAP, SERVER_TICKETS, SERVER_WRITE_OPS, SERVER_TICKETS_KEPT,
     SERVER_TICKET_AFTER_MS, _MARK_RE)
 
 
@@ -70,21 +70,27 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
                 entry["exception"] = exc(e.get("exception"))
             logged.append(entry)
     rec["logged"] = logged
-    writes = []
-    given = raw.get("writes")
+    rec["writes"] = _clean_writes(raw.get("writes"))
+    return rec
+
+
+def _clean_writes(given: Any) -> List[dict]:
+    """A record's writes kept to their known fields with their types and caps: op (insert, update, delete, or
+    upsert and write where an ORM's span does not say which), table, rows, committed, sql, note, params, keys."""
+    writes: List[dict] = []
     for w in given[:50] if isinstance(given, list) else []:
-        if isinstance(w, dict) and w.get("op") in ("insert", "update", "delete"):
-            writes.append({"op": w["op"], "table": text(w.get("table"), 200) or "",
+        if isinstance(w, dict) and w.get("op") in SERVER_WRITE_OPS:
+            writes.append({"op": w["op"], "table": w["table"][:200] if isinstance(w.get("table"), str) else "",
                            "rows": w.get("rows") if isinstance(w.get("rows"), int) else None,
                            "committed": w.get("committed") if isinstance(w.get("committed"), bool) else None,
-                           "sql": text(w.get("sql"), SERVER_SQL_CAP + 1) or "", "note": text(w.get("note"), 120),
-                           "params": text(w.get("params"), 300)})
+                           "sql": w["sql"][:SERVER_SQL_CAP + 1] if isinstance(w.get("sql"), str) else "",
+                           "note": w["note"][:120] if isinstance(w.get("note"), str) else None,
+                           "params": w["params"][:300] if isinstance(w.get("params"), str) else None})
             keys = w.get("keys")
             if isinstance(keys, list) and keys:
                 writes[-1]["keys"] = [k if isinstance(k, int) and not isinstance(k, bool) else str(k)[:64]
                                       for k in keys[:20] if isinstance(k, (int, str))]
-    rec["writes"] = writes
-    return rec
+    return writes
 
 
 def _clean_job_record(raw: Any) -> Optional[dict]:

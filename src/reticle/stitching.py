@@ -57,7 +57,7 @@ def _replaces_spans(hub: _StitchHost, secret: str, rec: dict, sessions: List[Any
     spent = otel.done.get(secret) if otel is not None and rec["via"] == "header" else None
     if otel is None or spent is None or spent[1].get("source") != "otel" or spent[0] not in sessions:
         return False
-    owner, old = spent
+    owner, old = spent[0], spent[1]   # (owner, record, the trace's kept spans)
     if _server_sender_refused(rec, owner) is not None:
         return False
     rec["documentId"], rec["requestId"] = old["documentId"], old["requestId"]
