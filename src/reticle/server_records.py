@@ -49,6 +49,9 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
            "ms": raw.get("ms") if isinstance(raw.get("ms"), (int, float)) else None,
            "exception": exc(raw.get("exception")),
            "statements": raw.get("statements") if isinstance(raw.get("statements"), int) else 0}
+    at = raw.get("at")
+    if isinstance(at, (int, float)) and not isinstance(at, bool) and 0 < at < 1e14:
+        rec["at"] = float(at)   # when the request began (wall clock, ms): for tying a record whose mark no tab holds
     watched = raw.get("watched")
     if isinstance(watched, list):   # what watched the app's writes ([]: nothing did); absent: not said
         rec["watched"] = [w[:40] for w in watched[:8] if isinstance(w, str)]
