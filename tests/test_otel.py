@@ -1186,3 +1186,144 @@ def test_the_middlewares_record_of_a_tied_post_takes_its_place_and_one_with_an_u
     assert reticle._server_line(tied).endswith("matched by method, path and time, the request's mark was no tab's")
     assert hub.server_truth["tied"] == 1
 
+
+FORM_SAVED = {"kind": "text", "contains": "Form saved"}
+
+
+def back_to(mcp, app, sid, path="/journal"):
+    mcp.ok("reticle_navigate", {"url": app.url + path, "sessionId": sid})
+
+
+def test_a_form_post_through_the_tag_is_tied_to_its_span_by_method_path_and_time(tmp_path, daemon, mcp):
+    """Flask under stock Python OpenTelemetry, a plain HTML form through the script tag: the post carries its
+    mark only in a cookie, which the spans do not carry, so its SERVER span comes under a trace id no tab was
+    issued.  It is tied to the post, the one request its method, path and time fit, and the answer says so:
+    the healthy save (its BEGIN ... COMMIT traced) is yes, the save that swallowed an exception (logged, and
+    recorded on its span) no, the post that wrote nothing never yes; twice each.  Before, each waited 3.1 s
+    for a record that never came and said a clean yes.  The SQLAlchemy form's post is tied too; its commit,
+    which Python's instrumentations do not trace, stays unknown, as a fetch's does (it goes first: a service
+    whose spans have shown a transaction is believed to trace its commits, _OtelTraces.tx_services)."""
+    app = PythonOtelApp(tmp_path, daemon)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app, path="/notes/new")
+        mcp.ok("reticle_act", {"target": {"label": "Title"}, "action": "fill", "args": {"value": "tied"},
+                               "sessionId": sid})
+        out = act(mcp, sid, "Save note", FORM_SAVED, timeout_ms=8000)
+        assert (out["verified"], out["verifiedReason"]) == ("unknown", "server_commit_unknown"), (out, app.log())
+        assert "POST /notes/new → 303" in out["because"] and TIED_LINE in out["because"], out["because"]
+        back_to(mcp, app, sid)
+        for n in range(2):
+            before = app.rows()
+            out = act(mcp, sid, "Save entry", FORM_SAVED, timeout_ms=8000)
+            assert out["verified"] == "yes", (n, out, app.log())
+            assert any(line.startswith("POST /journal → 303") and "1 write (insert profile" in line
+                       and line.endswith(TIED_LINE) for line in out["server"]), out["server"]
+            assert app.rows() == before + 1
+            back_to(mcp, app, sid)
+            out = act(mcp, sid, "Save entry (logged)", FORM_SAVED, timeout_ms=8000)
+            assert (out["verified"], out["verifiedReason"]) == ("no", "contradicted"), (n, out)
+            assert "server-exception" in out["because"] and "profile store unavailable" in out["because"], out
+            assert TIED_LINE in out["because"], out["because"]
+            assert app.rows() == before + 2  # the truth: a half-done save, its row written, its failure swallowed
+            back_to(mcp, app, sid)
+            out = act(mcp, sid, "Save entry (no-op)", FORM_SAVED, timeout_ms=8000)
+            assert (out["verified"], out["verifiedReason"]) == ("unknown", "server_wrote_nothing"), (n, out)
+            assert "POST /journal/noop → 303" in out["because"] and TIED_LINE in out["because"], out["because"]
+            assert app.rows() == before + 2
+            back_to(mcp, app, sid)
+        posts = [r for r in server_events(mcp, sid) if r["method"] == "POST"]
+        assert [(r["path"], r["source"], r["matchedBy"]) for r in posts] == [("/notes/new", "otel", TIED_BY)] + [
+            (path, "otel", TIED_BY) for path in ("/journal", "/journal/logged", "/journal/noop")] * 2
+        assert daemon.status()["serverTruth"]["tiedByTime"]["untied"] == 0
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+    assert "Traceback" not in daemon.log()
+
+
+def at_once(mcp, sids, button):
+    """reticle_act_and_wait on each tab at the same moment (one thread each) -> their answers, in order."""
+    import concurrent.futures
+    import threading
+    start = threading.Barrier(len(sids))
+
+    def one(sid):
+        start.wait(10)
+        return act(mcp, sid, button, FORM_SAVED, timeout_ms=8000)
+    with concurrent.futures.ThreadPoolExecutor(len(sids)) as pool:
+        return list(pool.map(one, sids))
+
+
+def test_two_tabs_posting_one_form_at_once_get_no_record_tied(tmp_path, daemon, mcp):
+    """Two tabs post the same form at the same moment: each post's span fits both posts by method, path and
+    time, so neither is tied (a record of the other tab's post must never answer for this one): each act is
+    unknown, saying that no record could be tied and that a device sends a marked request.  Twice."""
+    app = PythonOtelApp(tmp_path, daemon)
+    browsers = []
+    try:
+        sids = []
+        for _ in range(2):
+            sid, browser = open_tab(mcp, app, path="/journal")
+            sids.append(sid)
+            browsers.append(browser)
+        for n in range(2):
+            before = app.rows()
+            for out in at_once(mcp, sids, "Save entry"):
+                assert (out["verified"], out["verifiedReason"]) == ("unknown", "server_untied"), (n, out)
+                assert "no server record could be tied to POST " in out["because"], out["because"]
+                assert "requests of POST /journal fit it by time" in out["because"], out["because"]
+                assert "reticle_open" in out["because"], out["because"]
+            assert app.rows() == before + 2  # both did write: a `no` would have been wrong, a `yes` a guess
+            for sid in sids:
+                assert [r for r in server_events(mcp, sid) if r.get("method") == "POST"] == []
+                back_to(mcp, app, sid)
+        # (two tabs' navigations to one path within a second of each other are not told apart either)
+        untied = [e for sid in sids for e in server_events(mcp, sid) if e.get("why")]
+        assert len([e for e in untied if e["label"].startswith("POST ")]) == 4, untied
+    finally:
+        for browser in browsers:
+            browser.close()
+        app.close()
+    assert "Traceback" not in daemon.log()
+
+
+def test_a_middleware_record_whose_mark_no_tab_holds_is_tied_the_same_way(tmp_path, daemon, mcp):
+    """Reticle's Python middleware, no tracing: a post whose page swapped the SDK's mark cookie for a mark no
+    tab holds is reported with that mark; its record is tied to the post by method, path and time as a span
+    would be, and says so (yes: its write's commit is seen).  Two tabs doing it at once get none tied:
+    unknown, saying why.  The posts that carry their own mark are stitched by it, as before."""
+    from test_server import App
+    app = App("flask", tmp_path, daemon)
+    browsers = []
+    try:
+        sids = []
+        for _ in range(2):
+            sid, browser = open_tab(mcp, app, path="/journal")
+            sids.append(sid)
+            browsers.append(browser)
+        one = sids[0]
+        for n in range(2):
+            before = app.rows()
+            out = act(mcp, one, "Save entry", FORM_SAVED)
+            assert out["verified"] == "yes" and "matched by" not in out["because"], (n, out)
+            back_to(mcp, app, one)
+            out = act(mcp, one, "Save entry (forged)", FORM_SAVED)
+            assert out["verified"] == "yes", (n, out, app.log())
+            assert "POST /journal → 303" in out["because"] and out["because"].endswith(
+                "matched by method, path and time, the request's mark was no tab's"), out["because"]
+            assert app.rows() == before + 2
+            back_to(mcp, app, one)
+        for sid in sids[1:]:  # the second tab has had a record of its own (records come for it)
+            act(mcp, sid, "Save entry", FORM_SAVED)
+            back_to(mcp, app, sid)
+        for out in at_once(mcp, sids, "Save entry (forged)"):
+            assert (out["verified"], out["verifiedReason"]) == ("unknown", "server_untied"), out
+            assert "requests of POST /journal fit it by time" in out["because"], out["because"]
+        assert daemon.status()["serverTruth"]["middleware"]["tied"] == 2
+    finally:
+        for browser in browsers:
+            browser.close()
+        app.close()
+    assert "Traceback" not in daemon.log()
