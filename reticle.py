@@ -123,6 +123,7 @@ from typing import (
     cast,
     Dict,
     FrozenSet,
+    Iterable,
     Iterator,
     List,
     Literal,
@@ -9096,6 +9097,7 @@ _EVENT_TYPES: Dict[str, _EventType] = {t.name: t for t in (
     _EventType("perf.*", "perf", churn=True),
     _EventType("focus.*", None, churn=True),
     _EventType("server.request", "server", high_value=True),  # from the app's middleware, never the page
+    _EventType("server.untied", "server", high_value=True),   # no record could be tied to a document request
     _EventType("server.*", "server"),
     _EventType("store.commit", "server", high_value=True),  # what a watched store committed, never the page
     _EventType("store.*", "server"),
@@ -13226,8 +13228,10 @@ def _run_as_job(thread: threading.Thread, job: dict) -> None:
 
 def _begin_record(mark: str, method: str, path: str, host: str, via: str, params: bool = False,
                   sent: Optional[dict] = None) -> dict:
+    # `at`: when it began on the wall clock (ms), by which the daemon ties a navigation's record whose mark no
+    # tab holds to the tab's document request (tying.py)
     return {"mark": mark[:200], "method": method[:16], "path": path[:2048], "host": host[:300], "via": via,
-            **(sent or {}), "status": None, "view": None,
+            **(sent or {}), "at": round(time.time() * 1000.0, 1), "status": None, "view": None,
             "ms": None, "exception": None, "logged": [], "writes": [], "statements": 0, "watched": [],
             "_t0": time.perf_counter(), "_pending": {}, "_params": params, "_recount": []}
 
@@ -15003,7 +15007,7 @@ def _same_table(a: str, b: str) -> bool:
     return bool(a and b) and bare(a) == bare(b)
 
 
-def _fits(general: dict, w: dict) -> bool:
+def _write_fits(general: dict, w: dict) -> bool:
     """Can the operation `general` (an ORM's) be the write w (a statement's): the same table and kind, or a
     kind it may stand for (a save is an insert or an update)?"""
     return (not general["table"] or _same_table(general["table"], w["table"])) and (
@@ -15017,20 +15021,20 @@ def _key_from_above(w: dict, above: List[dict]) -> None:
     for a in above:
         kind, what = _db_kind(a)
         general = _db_write(a, kind, what) if kind in ("write", "sql") else None
-        if general is not None and general.get("keys") and _fits(general, w):
+        if general is not None and general.get("keys") and _write_fits(general, w):
             w["keys"] = general["keys"]
             return
 
 
 def _without_doubles(writes: List[dict]) -> List[dict]:
     """An ORM operation traced beside its driver's statements rather than above them (Mongoose does not make
-    its span the current one) is the same work: where statements of its store that fit it (_fits) ran within
+    its span the current one) is the same work: where statements of its store that fit it (_write_fits) ran within
     its time, they say what it wrote (and take its key), and the operation is no write of its own."""
     out = []
     for w in writes:
         if w["level"] == "operation" and w["alone"] and w["start"] and w["end"]:
             within = [o for o in writes if o["level"] == "statement" and o["store"] == w["store"] and o["start"]
-                      and o["end"] and w["start"] <= o["start"] and o["end"] <= w["end"] and _fits(w, o)]
+                      and o["end"] and w["start"] <= o["start"] and o["end"] <= w["end"] and _write_fits(w, o)]
             for o in within:
                 if not o.get("keys") and w.get("keys"):
                     o["keys"] = w["keys"]
@@ -15145,6 +15149,9 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
     if isinstance(queued, list) and queued:   # the jobs it started on threads of their own (their records follow)
         rec["queued"] = [{"job": q["job"][:32], "thread": str(q.get("thread") or "")[:80]}
                          for q in queued[:8] if isinstance(q, dict) and isinstance(q.get("job"), str)]
+    at = raw.get("at")
+    if isinstance(at, (int, float)) and not isinstance(at, bool) and 0 < at < 1e14:
+        rec["at"] = float(at)   # when the request began (wall clock, ms): for tying a record whose mark no tab holds
     watched = raw.get("watched")
     if isinstance(watched, list):   # what watched the app's writes ([]: nothing did); absent: not said
         rec["watched"] = [w[:40] for w in watched[:8] if isinstance(w, str)]
@@ -16341,8 +16348,8 @@ class _Known:
     since the window's start."""
 
     __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "server_seen",
-                 "polled", "stuck", "server_missing", "server_grace", "unconfirmed", "server_tables", "server_hint",
-                 "stores", "store_tables", "store_polled_at")
+                 "polled", "stuck", "server_missing", "server_untied", "server_grace", "unconfirmed", "server_tables",
+                 "server_hint", "stores", "store_tables", "store_polled_at")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
                  origin: str = "", background: Tuple[str, ...] = (),
@@ -16353,6 +16360,8 @@ class _Known:
         self.server_grace: float = SERVER_GRACE_MS  # how long a record may follow its request (longer from spans)
         self.stuck = ""                     # why the page does not answer commands (a dialog, a busy thread)
         self.server_missing: Tuple[str, ...] = ()  # the act's answered marked requests with no record by the cap
+        # ... of them, the document requests no record could be tied to (tying.py): (label, why or "")
+        self.server_untied: Tuple[Tuple[str, str], ...] = ()
         self.blind_spots = blind_spots
         self.unreadable = unreadable or {}  # parts of the page now that cannot be read: reason -> (count, detail)
         self.loss = loss
@@ -17250,10 +17259,24 @@ class _BrowserSession:
     def fail_pending(self, why: str) -> None:
         self.pending.fail(lambda: _TabGone(why, "call reticle_sessions and retry on the live tab"))
 
-    def add_server_record(self, rec: dict) -> None:
-        """What the app's server did for one of this tab's requests (Server truth section)."""
+    def add_server_record(self, rec: dict) -> dict:
+        """What the app's server did for one of this tab's requests (Server truth section) -> its event."""
         self.server_seen += 1
-        self.store.add({"t": self.clock(), "type": "server.request", "data": rec}, 256 + len(_dumps(rec)))
+        event = {"t": self.clock(), "type": "server.request", "data": rec}
+        self.store.add(event, 256 + len(_dumps(rec)))
+        self._wake()
+        return event
+
+    def add_server_untied(self, data: dict) -> None:
+        """No server record could be tied to one of this tab's document requests (tying.py): which one, why."""
+        self.store.add({"t": self.clock(), "type": "server.untied", "data": data}, 256 + len(_dumps(data)))
+        self._wake()
+
+    def withdraw_server_record(self, event: dict, why: str) -> None:
+        """A record tied to a request by method, path and time (tying.py) no longer counts: another fits
+        that request too, or the request's own record came.  Its event stays, as `server.withdrawn`."""
+        event["type"] = "server.withdrawn"
+        event["data"]["withdrawn"] = why
         self._wake()
 
     def add_store_commit(self, data: dict) -> None:
@@ -17897,6 +17920,201 @@ def _leaf_key(p: dict) -> str:
     """The key of a leaf's live read in an observation."""
     return _dumps(p)
 #: end src/reticle/observation.py
+
+
+#: begin src/reticle/tying.py
+###############################################################################
+# Tying records by method, path and time ######################################
+###############################################################################
+# A form post or a link made through the script tag carries Reticle's mark only in a cookie (no page can
+# set a navigation's headers), and OpenTelemetry reads trace context from headers alone: the request's
+# SERVER span comes under a trace id no tab was issued.  Such a record, or a middleware record whose mark
+# no tab holds, is tied to the one document request of one tab on its origin that fits its method, path
+# and time, and says so (`matchedBy`).  When none fits it lands nowhere; when several requests fit it (two
+# tabs posting one form at once), or several records fit one request, none is tied, a record tied before
+# is withdrawn, and each request's tab is told (a `server.untied` event), so its verdict says that no
+# record could be tied to the request, never a clean yes.
+
+TIE_EARLY_MS = 1000.0      # a server may begin a request this long before the daemon files the page's word of it
+TIE_LATE_MS = 250.0        # ... and end it this long after the daemon filed its answer (clock conversion, rounding)
+TIE_LOOKBACK_MS = 30000.0  # document requests (and unattributed records) this recent are matched
+TIE_KEPT = 256             # unattributed records remembered, and records tied, at most (the oldest go first)
+TIED_BY = "method, path and time"
+
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "")
+
+
+def _origin_key(host: Any, port: Any, scheme: Any = "http") -> Optional[str]:
+    """"loopback:3000" for a host and port as a span or a page's URL names them (every loopback name
+    is one), None without a usable port."""
+    host = str(host or "").strip().lower()
+    if host.count(":") == 1 and not host.startswith("["):
+        host, _, given = host.partition(":")
+        port = port or given
+    try:
+        number = int(port) if port not in (None, "") else {"http": 80, "https": 443}.get(str(scheme).lower())
+    except (TypeError, ValueError):
+        return None
+    if number is None:
+        return None
+    return "%s:%d" % ("loopback" if host in _LOOPBACK_NAMES else host, number)
+
+
+def _url_origin(url: str) -> Optional[str]:
+    """The origin key (_origin_key) of a URL such as a tab's page or its socket's Origin, or None."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        return _origin_key(parts.hostname, parts.port, parts.scheme)
+    except ValueError:
+        return None
+
+
+def _target(url: str) -> Tuple[str, str]:
+    """(path, query) of a URL or a request target, percent-decoded: how a page and a server each name
+    one request (the page an absolute URL, a span `url.path` or `http.target`)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "", ""
+    return urllib.parse.unquote(parts.path or "/"), urllib.parse.unquote(parts.query)
+
+
+def _fact(key: str, origin: Optional[str], method: str, target: str, start: float, end: float,
+          source: str, sender: Optional[Callable[[Any], bool]] = None) -> Optional[dict]:
+    """What a record that came with no mark a tab holds says of its request, for tying: its origin, method,
+    path and query, and when it was served on the daemon's clock; `sender`, when the record can say it,
+    whether a tab's own page sent it (_server_sender_refused).  None without an origin or a method."""
+    if origin is None or not method:
+        return None
+    path, query = _target(target)
+    return {"key": key, "origin": origin, "method": method.upper(), "path": path, "query": query,
+            "start": start, "end": max(start, end), "source": source, "sender": sender}
+
+
+def _document_requests(tab: _BrowserSession, now: float) -> List[dict]:
+    """The tab's document requests of the last TIE_LOOKBACK_MS that the SDK marked for the server (a form
+    post, a link, a navigation it announced), each with its method, path and query, and the time it may
+    have been served in: begun after the daemon heard it announced, less TIE_EARLY_MS (but never before
+    its document's first event: an earlier document's request is not this one), and before the daemon
+    heard it answered (`answered`; while it is in flight, now).  One that its own record answers (by its
+    mark: the middleware read the cookie) is left out; each says whether the tab was told that no record
+    could be tied to it."""
+    first: Dict[Any, float] = {}
+    answered: Dict[str, float] = {}
+    own: Set[Tuple[Any, str]] = set()
+    untied: Set[Tuple[Any, str]] = set()
+    announced: List[dict] = []
+    for e in tab.store.query(now - TIE_LOOKBACK_MS):
+        d, etype = e["data"], e["type"]
+        if "doc" in e:
+            first.setdefault(e["doc"], e["t"])
+        if etype == "server.request" and not d.get("matchedBy") or etype == "server.untied":
+            (own if etype == "server.request" else untied).add((d.get("documentId"), str(d.get("requestId"))))
+        elif d.get("initiator") != "document":
+            continue
+        elif etype == "net.request":
+            answered.setdefault(str(d.get("requestId")), e["t"])
+        elif etype == "net.pending" and d.get("serverMark") and isinstance(d.get("method"), str):
+            announced.append(e)
+    out = []
+    for e in announced:
+        d = e["data"]
+        path, query = _target(str(d.get("url") or ""))
+        done = answered.get(str(d.get("requestId")))
+        key = (e.get("doc"), str(d["serverMark"]))
+        if key in own:
+            continue
+        out.append({"tab": tab, "doc": key[0], "mark": key[1], "label": _call_label(d), "method": d["method"].upper(),
+                    "path": path, "query": query, "lower": max(e["t"] - TIE_EARLY_MS, first.get(key[0], e["t"])),
+                    "answered": done if done is not None and done >= e["t"] else now,
+                    "untied": key in untied})
+    return out
+
+
+def _fits(req: dict, fact: dict) -> bool:
+    """Does a record fit a document request: the same method and path (and query, when both name one),
+    begun within the time the request may have begun in (_document_requests), and ended by its answer
+    (give or take TIE_LATE_MS)?"""
+    if req["method"] != fact["method"] or req["path"] != fact["path"]:
+        return False
+    if req["query"] and fact["query"] and req["query"] != fact["query"]:
+        return False
+    return req["lower"] <= fact["start"] <= req["answered"] and fact["end"] <= req["answered"] + TIE_LATE_MS
+
+
+class _Ties:
+    """The daemon's ties of records that came with no mark a tab holds to the tabs' document requests:
+    the unattributed records lately heard on an origin a tab is on (each may fit a request another
+    one fits), and the records tied (a record tied is withdrawn once a second one fits its request)."""
+
+    def __init__(self) -> None:
+        self.seen: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
+        self.tied: "collections.OrderedDict[Tuple[str, Any, str], Tuple[str, dict]]" = collections.OrderedDict()
+        self.stats = {"tied": 0, "untied": 0, "withdrawn": 0}
+
+    def tie(self, tabs: Iterable[_BrowserSession], fact: dict, now: float) -> Optional[dict]:
+        """The document request (of _document_requests) to file a record under, or None.  Only a request
+        of a tab on the record's origin counts, and only one whose page the record says sent it (`sender`).
+        It is tied when it is the one request the record fits and no other record heard lately fits it
+        (a request its own record answers is none of these: _document_requests).  Otherwise every request
+        it fits is told why none was tied, and a record tied to one before is withdrawn."""
+        on_origin = [t for t in tabs if _url_origin(t.origin or t.url) == fact["origin"]]
+        if not on_origin:
+            return None
+        self._remember(fact, now)
+        fits = [r for t in on_origin for r in _document_requests(t, now)
+                if _fits(r, fact) and (fact["sender"] is None or fact["sender"](t))]
+        rivals = [k for k, other in self.seen.items()
+                  if k != fact["key"] and any(_fits(r, other) for r in fits)]
+        if not fits:
+            return None
+        if len(fits) == 1 and not rivals and not fits[0]["untied"] and self._key(fits[0]) not in self.tied:
+            return fits[0]
+        why = ("%d requests of %s %s fit it by time (more than one tab sent it at once), so none could be told "
+               "apart" % (len(fits), fact["method"], fact["path"]) if len(fits) > 1 else
+               "%d server records fit it by method, path and time (another client sent %s %s at the same moment), "
+               "so neither could be told apart" % (len(rivals) + 1, fact["method"], fact["path"]))
+        for req in fits:
+            self._untie(req, why, now)
+        return None
+
+    def filed(self, fact: dict, req: dict, event: dict) -> None:
+        """The record of `fact` was filed under `req` as `event` (the tab's server.request event)."""
+        self.tied[self._key(req)] = (fact["key"], event)
+        while len(self.tied) > TIE_KEPT:
+            self.tied.popitem(last=False)
+        self.stats["tied"] += 1
+
+    def replaced(self, tab: _BrowserSession, doc: Any, mark: str) -> None:
+        """The request's own record came (the middleware read its cookie mark): a record tied to it before
+        is withdrawn, and that one stands."""
+        held = self.tied.pop((tab.id, doc, mark), None)
+        if held is not None:
+            tab.withdraw_server_record(held[1], "the request's own record (by its mark) came after it")
+
+    def _key(self, req: dict) -> Tuple[str, Any, str]:
+        return req["tab"].id, req["doc"], req["mark"]
+
+    def _remember(self, fact: dict, now: float) -> None:
+        """Keep the record as a possible rival of later ones (TIE_KEPT, TIE_LOOKBACK_MS)."""
+        self.seen[fact["key"]] = {k: v for k, v in fact.items() if k != "sender"}
+        self.seen.move_to_end(fact["key"])
+        while self.seen and (len(self.seen) > TIE_KEPT
+                             or next(iter(self.seen.values()))["end"] < now - TIE_LOOKBACK_MS):
+            self.seen.popitem(last=False)
+
+    def _untie(self, req: dict, why: str, now: float) -> None:
+        """No record can be tied to `req`: its tab is told why, once, and a record tied to it is withdrawn."""
+        held = self.tied.pop(self._key(req), None)
+        if held is not None:
+            req["tab"].withdraw_server_record(held[1], why)
+            self.stats["withdrawn"] += 1
+        if not req["untied"]:
+            req["untied"] = True
+            self.stats["untied"] += 1
+            req["tab"].add_server_untied({"documentId": req["doc"], "requestId": req["mark"], "label": req["label"],
+                                          "why": why})
+#: end src/reticle/tying.py
 
 
 #: begin src/reticle/devices.py
@@ -19299,6 +19517,9 @@ def _server_line(r: dict) -> str:
             else "had not ended"))
     if r.get("source") == "otel":  # where the facts came from (the middleware's records say nothing more)
         parts.append("from OpenTelemetry spans")
+    if r.get("matchedBy"):  # tied to the tab's document request by what it did, not by a mark (tying.py)
+        parts.append("matched by %s, %s" % (r["matchedBy"], "the request carried no mark" if r.get("source") == "otel"
+                                           else "the request's mark was no tab's"))
     return ", ".join(parts)
 
 
@@ -19432,9 +19653,11 @@ def _server_unreported(now: float, window: List[dict],
     answered longer ago than that.  A record answers the request the SDK put its mark on
     (net.pending's serverMark: the id the daemon issued with the mark).  A request a fault answered or
     aborted (reticle_fault, verify --teeth; not one it only delayed) never reached the server: no
-    record is owed for it."""
+    record is owed for it.  A document request no record could be tied to (a server.untied event:
+    several fitted it by method, path and time) is unreported at once: no record is on its way."""
     grace = SERVER_GRACE_MS if grace_ms is None else grace_ms
     reported = {(r.get("documentId"), r.get("requestId")) for r in _server_records(window)}
+    untied = {(e["data"].get("documentId"), e["data"].get("requestId")) for e in window if e["type"] == "server.untied"}
     done = {}
     faulted = set()
     for e in window:
@@ -19451,21 +19674,25 @@ def _server_unreported(now: float, window: List[dict],
         if (e.get("doc"), str(d.get("serverMark"))) in reported or str(d["requestId"]) in faulted:
             continue
         t = done.get(str(d["requestId"]))
-        (awaiting if t is None or now - t < grace else unreported).append(d)
+        late = (e.get("doc"), str(d.get("serverMark"))) in untied or (t is not None and now - t >= grace)
+        (unreported if late else awaiting).append(d)
     return awaiting, unreported
 
 
-def _server_cookie_only(unreported: List[dict], known: "_Known") -> str:
-    """Why a navigation's record may never come once spans feed this daemon, or "": with
-    the script tag a form post or link carries its mark only in a cookie (no page can set a
-    navigation's headers), and OpenTelemetry reads trace context from headers alone."""
+def _server_cookie_only(unreported: List[dict], known: "_Known", window: List[dict]) -> str:
+    """Why a navigation's record never came once spans feed this daemon, or "": with the script tag a
+    form post or link carries its mark only in a cookie (no page can set a navigation's headers), and
+    OpenTelemetry reads trace context from headers alone, so its spans are tied to it by method, path
+    and time only when exactly one fits (tying.py); none did, or several (the tab's server.untied)."""
     doc = next((d for d in unreported if d.get("initiator") == "document" and d.get("serverMark")), None)
     if doc is None or known.server_grace <= SERVER_GRACE_MS:
         return ""
+    why = next((str(e["data"].get("why") or "") for e in window if e["type"] == "server.untied"
+                and str(e["data"].get("requestId")) == str(doc["serverMark"])), "")
     return ("%s is a navigation: with the script tag its mark reaches the server only in a cookie, which "
-            "OpenTelemetry does not read (no page can set a navigation's headers), so its spans cannot be "
-            "attributed to this tab; open the page as a device (reticle_open), which adds the navigation's "
-            "trace context" % _call_label(doc))
+            "OpenTelemetry does not read (no page can set a navigation's headers), so its spans are tied to this "
+            "tab by method, path and time only when exactly one fits, and %s; open the page as a device "
+            "(reticle_open), which adds the navigation's trace context" % (_call_label(doc), why or "none did"))
 
 
 def _describe_server(p: dict) -> str:
@@ -19584,7 +19811,7 @@ def _judge_leaf_records(p: dict, obs: _Observation) -> dict:
     if awaiting:
         return {"pass": False, "assertion": "server.awaiting", "retryAfterMs": obs.known.server_grace,
                 "inconclusive": "the server's record of %s has not arrived yet" % _call_label(awaiting[0])}
-    cookie_only = _server_cookie_only(unreported, obs.known)
+    cookie_only = _server_cookie_only(unreported, obs.known, window)
     # known before the timeout: a navigation's record can never come through spans with the script tag, nor
     # a request's from a service whose spans land in no tab (a record that is only late may still come: waits)
     hint = obs.known.server_hint
@@ -19862,10 +20089,12 @@ def _c_server_rolled_back(window: List[dict], p: dict, action_since: Optional[fl
 ###############################################################################
 # Each record the app's middleware sends, and each set of OpenTelemetry spans, goes into the window of
 # the tab that was issued its mark, under the document and id it was issued for, once; a request the
-# tab's own page did not send is refused.
+# tab's own page did not send is refused.  A navigation's record whose mark no tab holds is tied to a
+# tab's document request by method, path and time when exactly one fits (tying.py).
 
 class _StitchHost(Protocol):
-    """What stitching asks of the daemon (the Hub): its tabs, its clock and the server-truth counters."""
+    """What stitching asks of the daemon (the Hub): its tabs, its clock, the server-truth counters and
+    the ties of records that carry no mark a tab holds (tying.py)."""
 
     @property
     def bridge(self) -> _Bridge: ...
@@ -19875,6 +20104,9 @@ class _StitchHost(Protocol):
 
     @property
     def server_jobs(self) -> Dict[str, Tuple[float, dict]]: ...
+
+    @property
+    def ties(self) -> _Ties: ...
 
     def clock(self) -> float: ...
 
@@ -19962,6 +20194,28 @@ def _jobs_waiting(hub: _StitchHost, rec: dict) -> None:
             _add_job(rec, waiting[1], 0.0)
 
 
+def _tie_record(hub: _StitchHost, rec: dict, at: Any, sessions: List[Any], now: float) -> bool:
+    """A navigation's record (its mark rode in a cookie) whose mark no tab holds, filed under the one
+    document request of one tab that its method, path and time fit, and whose page the browser says
+    sent it (tying.py), marked `matchedBy` -> whether it was.  `at` is when the request began on the
+    wall clock (ms; a middleware too old to say it is never tied)."""
+    if rec["via"] != "cookie" or not isinstance(at, (int, float)) or isinstance(at, bool):
+        return False
+    start = at - (time.time() * 1000.0 - hub.clock())
+    origin = _origin_key(rec["host"], None)
+    fact = _fact("mw:%s:%s" % (rec["mark"], at), origin, rec["method"], rec["path"], start,
+                 start + (rec["ms"] or 0.0), "middleware",
+                 lambda tab: _server_sender_refused(dict(rec), tab) is None)
+    req = hub.ties.tie(sessions, fact, now) if fact is not None else None
+    if fact is None or req is None:
+        return False
+    _server_sender_refused(rec, req["tab"])  # (takes the sender's fields out of the record)
+    rec.pop("mark")
+    rec["documentId"], rec["requestId"], rec["matchedBy"] = req["doc"], req["mark"], TIED_BY
+    hub.ties.filed(fact, req, req["tab"].add_server_record(rec))
+    return True
+
+
 def _stitch_server_records(hub: _StitchHost, body: Any) -> dict:
     """Put each record into the window of the tab that was issued its mark, under the document and
     id the mark was issued for, once.  A mark no tab holds (a request made outside any Reticle tab,
@@ -19978,7 +20232,7 @@ def _stitch_server_records(hub: _StitchHost, body: Any) -> dict:
     if isinstance(dropped, int) and not isinstance(dropped, bool) and dropped > 0:
         stats["droppedByApps"] += dropped
         stats["lastDropAt"] = hub.clock()
-    stitched = unmatched = invalid = refused = 0
+    stitched = unmatched = invalid = refused = tied = 0
     now = hub.clock()
     for raw in records:
         if isinstance(raw, dict) and raw.get("job"):
@@ -19988,8 +20242,13 @@ def _stitch_server_records(hub: _StitchHost, body: Any) -> dict:
         if rec is None:
             invalid += 1
             continue
-        secret = rec.pop("mark")
+        at = rec.pop("at", None)
+        secret = rec["mark"]
         owner = next((s for s in sessions if s.server_tickets.holds(secret, now)), None)
+        if owner is None and _tie_record(hub, rec, at, sessions, now):
+            tied += 1
+            continue
+        rec.pop("mark")
         if owner is None and _replaces_spans(hub, secret, rec, sessions):
             stitched += 1
             continue
@@ -20015,14 +20274,17 @@ def _stitch_server_records(hub: _StitchHost, body: Any) -> dict:
             rec["documentId"], rec["requestId"] = tickets.take(
                 secret, now + SERVER_REDIRECT_MS if rec["via"] == "cookie" else None, not redirected)
         _jobs_waiting(hub, rec)
+        if rec["via"] == "cookie":  # a record of spans tied to this navigation by time gives way to its own
+            hub.ties.replaced(owner, rec["documentId"], rec["requestId"])
         owner.add_server_record(rec)
         stitched += 1
     stats["received"] += len(records)
     stats["stitched"] += stitched
+    stats["tied"] += tied
     stats["unmatched"] += unmatched
     stats["invalid"] += invalid
     stats["refused"] += refused
-    return {"stitched": stitched, "unmatched": unmatched, "invalid": invalid, "refused": refused}
+    return {"stitched": stitched, "tied": tied, "unmatched": unmatched, "invalid": invalid, "refused": refused}
 #: end src/reticle/stitching.py
 
 
@@ -20801,8 +21063,8 @@ def _timeline_svg(tl: Any) -> str:
 
 class _OtelHost(Protocol):
     """What the OpenTelemetry receiver asks of the daemon (the Hub): its tabs (live and departed), its
-    devices and their faults (a device's documents get trace context once spans arrive), its clock
-    and tasks it holds."""
+    devices and their faults (a device's documents get trace context once spans arrive), the ties of
+    records that carry no mark to the tabs' document requests (tying.py), its clock and tasks it holds."""
 
     @property
     def bridge(self) -> _Bridge: ...
@@ -20812,6 +21074,9 @@ class _OtelHost(Protocol):
 
     @property
     def faults(self) -> _Faults: ...
+
+    @property
+    def ties(self) -> _Ties: ...
 
     def clock(self) -> float: ...
 
@@ -20833,6 +21098,7 @@ OTEL_HELD_SPANS = 5000           # spans of issued traces waiting for their SERV
 OTEL_DONE_KEPT = 512             # recently stitched traces still open to late child spans and logs
 OTEL_KEPT_SPANS = 400            # spans of each such trace kept to read its writes again
 OTEL_MAX_DEPTH = 16              # nesting of AnyValue arrays/maps accepted
+OTEL_LOOSE_SPANS = 2000          # spans of traces no tab was issued, held for their SERVER span (tying.py), at most
 
 
 # message -> {field number: (JSON-mapping name, kind, repeated)}; kind is a message name or a scalar:
@@ -21238,6 +21504,12 @@ def _otel_record(server: dict, spans: List[dict], logs: List[dict], tx_traced: b
             "dbUnread": unread}
 
 
+def _root_server(spans: List[dict]) -> Optional[dict]:
+    """The trace's root SERVER span: its parent (the SDK's, or none) is not among the trace's spans."""
+    ids = {s["spanId"] for s in spans}
+    return next((s for s in spans if s["kind"] == 2 and s["parentSpanId"] not in ids), None)
+
+
 def _otlp_read(body: bytes, media: str, encoding: str, what: str) -> Tuple[List[dict], List[dict], List[str]]:
     """One OTLP request body, read: (spans, error logs, why each span refused was refused).  Pure, and
     the costly part of an export (inflate, parse, convert), so it runs off the event loop."""
@@ -21268,25 +21540,6 @@ def _whole_traces(spans: List[dict], logs: List[dict], size: int) -> Iterator[Tu
 
 OTEL_SLICE_SPANS = 2000          # spans (whole traces) filed in one turn of the event loop; then others go
 OTEL_ORIGINS_KEPT = 256          # the origins traced services were seen to serve, at most (the oldest go first)
-_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "")
-
-
-def _origin_key(host: Any, port: Any, scheme: Any = "http") -> Optional[str]:
-    """"loopback:3000" for a host and port as a span or a page's URL names them (every loopback name
-    is one), None without a usable port."""
-    host = str(host or "").strip().lower()
-    if host.count(":") == 1 and not host.startswith("["):
-        host, _, given = host.partition(":")
-        port = port or given
-    try:
-        number = int(port) if port not in (None, "") else {"http": 80, "https": 443}.get(str(scheme).lower())
-    except (TypeError, ValueError):
-        return None
-    if number is None:
-        return None
-    return "%s:%d" % ("loopback" if host in _LOOPBACK_NAMES else host, number)
-
-
 def _span_origin(attrs: dict) -> Optional[str]:
     """The origin a SERVER span's service answered on, from its attributes (current and older names)."""
     full = attrs.get("url.full") or attrs.get("http.url")
@@ -21325,6 +21578,12 @@ class _SpanSources:
                 row["server"] += 1
                 row["attributed"] += sp["traceId"] in owned
 
+    def attributed(self, service: str) -> None:
+        """A SERVER span of `service` was tied to a tab by method, path and time (tying.py): it landed."""
+        row = self.services.get(service)
+        if row is not None:
+            row["attributed"] += 1
+
     def unattributed(self, now: float, recent_ms: float = 600_000.0) -> List[dict]:
         """The services heard in the last ten minutes none of whose spans could land in a tab: why, and
         the fix for a stack that sends spans (never the Python middleware's)."""
@@ -21361,7 +21620,10 @@ class _OtelTraces:
     """The daemon's side of OpenTelemetry: spans of traces issued to a tab wait here (at most
     OTEL_HELD_SPANS, as long as their trace id is held) until the trace's SERVER span arrives; its
     record is then stitched as a middleware record would be, once.  Error logs, and child spans that
-    arrive after it (a batch split), amend the record while it is recent (OTEL_DONE_KEPT)."""
+    arrive after it (a batch split), amend the record while it is recent (OTEL_DONE_KEPT).  The spans of
+    a trace no tab was issued (a form post through the script tag: its mark rode in a cookie) wait in
+    `loose` (at most OTEL_LOOSE_SPANS) for their SERVER span, whose record is tied to a tab's document
+    request by method, path and time when exactly one fits (tying.py), and is otherwise dropped."""
 
     def __init__(self) -> None:
         self.pool: Optional[concurrent.futures.ThreadPoolExecutor] = None  # reads bodies, one at a time
@@ -21369,6 +21631,8 @@ class _OtelTraces:
         self.held: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
         self.done: "collections.OrderedDict[str, Tuple[Any, dict, List[dict]]]" = collections.OrderedDict()
         self.spans = 0
+        self.loose: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
+        self.loose_spans = 0
         self.db_services: Set[str] = set()  # services whose spans have shown database statements
         self.tx_services: Set[str] = set()  # ... and a transaction statement (their commits are traced)
         # services whose database spans have all been of kinds Reticle cannot read: service -> the first such
@@ -21376,11 +21640,13 @@ class _OtelTraces:
         # origins (loopback:3000) whose requests traced services have answered: only a tab on one of them
         # waits for spans (one app's tracing must not slow another app's verdicts)
         self.origins: "collections.OrderedDict[str, None]" = collections.OrderedDict()
-        self.stats = {"spans": 0, "logs": 0, "stitched": 0, "unmatched": 0, "refused": 0, "foreign": 0}
+        self.stats = {"spans": 0, "logs": 0, "stitched": 0, "tied": 0, "unmatched": 0, "refused": 0, "foreign": 0}
+
+    def _tabs(self, hub: _OtelHost) -> List[_BrowserSession]:
+        return list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
 
     def _owner(self, hub: _OtelHost, tid: str, now: float) -> Any:
-        sessions = list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
-        return next((s for s in sessions if s.server_tickets.holds(tid, now)), None)
+        return next((s for s in self._tabs(hub) if s.server_tickets.holds(tid, now)), None)
 
     def _hold(self, tid: str) -> dict:
         entry = self.held.get(tid)
@@ -21425,11 +21691,7 @@ class _OtelTraces:
 
     def serves(self, url: str) -> bool:
         """Has a traced service been seen answering the origin of `url` (a tab's page)?"""
-        try:
-            parts = urllib.parse.urlsplit(url)
-            return _origin_key(parts.hostname, parts.port, parts.scheme) in self.origins
-        except ValueError:
-            return False
+        return _url_origin(url) in self.origins
 
     def close(self) -> None:
         if self.pool is not None:
@@ -21468,6 +21730,7 @@ class _OtelTraces:
             if owner is None:
                 self.held.pop(tid, None)
                 self.stats["unmatched"] += len(got)
+                self._loose(hub, tid, got, logged, now)
                 continue
             entry = self._hold(tid)
             entry["spans"].extend(got)
@@ -21479,23 +21742,32 @@ class _OtelTraces:
         """Once the trace's root SERVER span (its parent is the SDK's, not among the trace's spans) has
         arrived: its record, stitched into the tab that holds the trace id, under the document and
         request the id was issued for, once; the trace is then kept open for late spans (done)."""
-        ids = {s["spanId"] for s in entry["spans"]}
-        server = next((s for s in entry["spans"] if s["kind"] == 2 and s["parentSpanId"] not in ids), None)
+        server = _root_server(entry["spans"])
         if server is None:
             return
         self.held.pop(tid, None)
         self.spans -= len(entry["spans"])
+        rec = self._record(server, entry)
+        if rec is None:
+            return
+        why = _server_sender_refused(rec, owner)
+        if why is not None:
+            self.stats["refused"] += 1
+            return
+        rec["documentId"], rec["requestId"] = owner.server_tickets.take(tid)
+        self._file(tid, owner, rec, entry)
+        self.stats["stitched"] += 1
+
+    def _record(self, server: dict, entry: dict) -> Optional[dict]:
+        """The record of a trace whose root SERVER span has arrived (_otel_record, cleaned as a middleware
+        record is), with where its facts came from: the service, its database instrumentations."""
         if any(_db_span(s) and _db_learned(s)[1] for s in entry["spans"]):
             self.tx_services.add(server["service"])
         raw = _otel_record(server, entry["spans"], entry["logs"], server["service"] in self.tx_services)
         rec = _clean_server_record(raw)
         if rec is None:
-            return
+            return None
         rec.pop("mark")
-        why = _server_sender_refused(rec, owner)
-        if why is not None:
-            self.stats["refused"] += 1
-            return
         rec["source"] = "otel"
         rec["service"] = server["service"]
         rec["dbScopes"] = sorted({s["scope"] for s in entry["spans"] if _db_span(s)})[:3]
@@ -21503,13 +21775,63 @@ class _OtelTraces:
             self.db_services.add(server["service"])
         rec["dbTraced"] = server["service"] in self.db_services
         rec["dbUnread"] = self._unread(server["service"], rec["dbTraced"], raw["dbUnread"])
-        rec["documentId"], rec["requestId"] = owner.server_tickets.take(tid)
+        return rec
+
+    def _file(self, tid: str, owner: Any, rec: dict, entry: dict) -> dict:
+        """File a trace's record into its tab (its documentId and requestId set) -> the tab's event; the
+        trace then stays open for late spans and logs (done, at most OTEL_DONE_KEPT)."""
         owner.server_otel += 1
-        owner.add_server_record(rec)
-        self.stats["stitched"] += 1
+        event = owner.add_server_record(rec)
         self.done[tid] = (owner, rec, _kept_spans(entry["spans"]))
         while len(self.done) > OTEL_DONE_KEPT:
             self.done.popitem(last=False)
+        return event
+
+    def _loose(self, hub: _OtelHost, tid: str, spans: List[dict], logs: List[dict], now: float) -> None:
+        """Spans and logs of a trace no tab was issued: held (OTEL_LOOSE_SPANS at most, the oldest traces
+        go first) until its root SERVER span comes, whose record is then tied to a tab's document request
+        by method, path and time (_tie), or dropped.  With no tab at all, nothing is held."""
+        if not hub.bridge.sessions and not hub.bridge.departed:
+            return
+        entry = self.loose.get(tid)
+        if entry is None:
+            entry = self.loose[tid] = {"spans": [], "logs": []}
+        entry["spans"].extend(spans)
+        entry["logs"].extend(logs)
+        self.loose_spans += len(spans)
+        while self.loose_spans > OTEL_LOOSE_SPANS and len(self.loose) > 1:
+            _, old = self.loose.popitem(last=False)
+            self.loose_spans -= len(old["spans"])
+        server = _root_server(entry["spans"])
+        if server is None or self.loose.pop(tid, None) is None:
+            return
+        self.loose_spans -= len(entry["spans"])
+        self._tie(hub, tid, server, entry, now)
+
+    def _tie(self, hub: _OtelHost, tid: str, server: dict, entry: dict, now: float) -> None:
+        """A SERVER span under a trace id no tab was issued, filed under the one document request of one tab
+        its method, path and time fit (tying.py), marked `matchedBy`; or nowhere."""
+        if server["start"] is None:
+            return
+        wall = time.time() * 1000.0 - hub.clock()  # a span's times are the wall clock's, in nanoseconds
+        a = server["attrs"]
+        target = a.get("url.path") or a.get("http.target") or a.get("url.full") or a.get("http.url")
+        if isinstance(a.get("url.path"), str) and isinstance(a.get("url.query"), str) and a["url.query"]:
+            target = "%s?%s" % (a["url.path"], a["url.query"])
+        fact = _fact("otel:" + tid, _span_origin(a), str(a.get("http.request.method") or a.get("http.method") or ""),
+                     target if isinstance(target, str) else "", server["start"] / 1e6 - wall,
+                     (server["end"] or server["start"]) / 1e6 - wall, "otel")
+        req = hub.ties.tie(self._tabs(hub), fact, now) if fact is not None else None
+        rec = self._record(server, entry) if req is not None else None
+        if fact is None or req is None or rec is None:
+            return
+        rec.pop("site", None)
+        rec.pop("from", None)
+        rec["documentId"], rec["requestId"], rec["matchedBy"] = req["doc"], req["mark"], TIED_BY
+        hub.ties.filed(fact, req, self._file(tid, req["tab"], rec, entry))
+        self.sources.attributed(server["service"])
+        self.stats["tied"] += 1
+        self.stats["unmatched"] -= len(entry["spans"])  # (counted when they came under no tab's trace id)
 
     def _unread(self, service: str, traced: bool, unread: List[str]) -> List[str]:
         """The database spans a record's writes could not be read from: its trace's, or, for a service none of
@@ -23343,6 +23665,15 @@ def _r_horizon_pending(c: _Case) -> _Ruling:
 
 
 def _r_server_unreported(c: _Case) -> _Ruling:
+    if c.known.server_untied:
+        label, why = c.known.server_untied[0]
+        return "unknown", "server_untied", (
+            "no server record could be tied to %s, so whether the server failed (an error logged, a rollback, a "
+            "save that wrote nothing) is not known: it reached the server with no mark a tab holds (through the "
+            "script tag a form post or link carries Reticle's mark only in a cookie, which OpenTelemetry does not "
+            "read), and a record is tied to such a request by method, path and time only when exactly one fits "
+            "(%s); open the page as a device (reticle_open), which sends it as a marked request"
+            % (label, why or "none did within %d ms of its answer" % SERVER_WAIT_CAP_MS))
     if c.known.server_missing:
         return "unknown", "server_unreported", (
             "the app reports what its server did, but the record of %s had not come within %d ms of its answer, "
@@ -23604,8 +23935,12 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     12a. the act's causal work was still going at the horizon's cap in a way that could change the
          answer (a write or document unanswered, a fetch stream still sending) -> unknown,
          horizon_pending; what could not (a read, the DOM still changing) is named in a `yes`
-    12b. the app reports server records, and the record of a marked request the act made had not come
-         within SERVER_WAIT_CAP_MS of its answer -> unknown, server_unreported
+    12b. a document request of the act (a form post or link through the script tag: its mark only in a
+         cookie) that no server record could be tied to by method, path and time (tying.py: several
+         fitted, or, where spans come from the tab's origin, none did): a write always, a link once
+         records came for the tab -> unknown, server_untied; else the app reports server records, and the
+         record of a marked request the act made had not come within SERVER_WAIT_CAP_MS of its answer ->
+         unknown, server_unreported
     12c. a write request (POST/PUT/PATCH/DELETE) of the act answered 2xx or 3xx, and its writes are
          observed (the middleware's watched database, or a service whose spans have shown database
          statements) and it kept nothing, while the predicate declares no `server` writes for it ->
@@ -24927,6 +25262,22 @@ async def _await_store_write(session: "_BrowserSession", floor: float, until: fl
     await _stores_caught_up(session)
 
 
+def _server_untied(window: List[dict], known: "_Known", links: bool, spans: bool) -> Tuple[Tuple[str, str], ...]:
+    """The act's answered document requests (a form post, a link: with the script tag their mark rides only
+    in a cookie) that no server record answers and none could be tied to, each with why (tying.py): those
+    the tab was told several records or requests fitted (its server.untied events), and, where spans
+    come from the tab's origin (`spans`: none fitted), the rest; the writes among them, and once records
+    come for the tab (`links`) every one; but for what the page sends on its own."""
+    awaiting, unreported = _server_unreported(0.0, window, 0.0)
+    answered = {str(e["data"].get("requestId")) for e in window if e["type"] == "net.request"}
+    why = {str(e["data"].get("requestId")): str(e["data"].get("why") or "") for e in window
+           if e["type"] == "server.untied"}
+    return tuple((_call_label(d), why.get(str(d.get("serverMark")), "")) for d in awaiting + unreported
+                 if d.get("initiator") == "document" and str(d.get("requestId")) in answered
+                 and (spans or str(d.get("serverMark")) in why) and (links or _is_write(d))
+                 and _call_label(d) not in known.polled)[:5]
+
+
 def _server_missing(window: List[dict], known: "_Known") -> Tuple[str, ...]:
     """The act's marked requests that answered and have no server record (see _await_server_records),
     but for what the page sends on its own."""
@@ -24994,6 +25345,9 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
     obs.pending = pending
     if session.server_seen and (settle_until is not None or act_at is not None):
         obs.known.server_missing = _server_missing(obs.window, obs.known)
+    if settle_until is not None or act_at is not None:
+        obs.known.server_untied = _server_untied(obs.window, obs.known, bool(session.server_seen),
+                                                 session.server_grace() > SERVER_GRACE_MS)
     if not obs.lost and not obs.known.stuck and _judge_final(p, obs)["pass"]:
         await _confirm_answering(session)
         obs.known.stuck = session.not_answering() or ""
@@ -27601,11 +27955,12 @@ class Hub:
         self.devices = _DeviceManager(self)
         self.journeys = _Journeys()
         # what the apps' middleware sent (Server truth)
-        self.server_truth: Dict[str, Any] = {"received": 0, "stitched": 0, "unmatched": 0, "invalid": 0,
+        self.server_truth: Dict[str, Any] = {"received": 0, "stitched": 0, "tied": 0, "unmatched": 0, "invalid": 0,
                                              "refused": 0, "lastRefused": None, "droppedByApps": 0,
                                              "lastDropAt": None}
         self.otel = _OtelTraces()   # spans waiting for their trace's SERVER span (Server truth)
         self.server_jobs: Dict[str, Tuple[float, dict]] = {}  # jobs' records that came before their request's
+        self.ties = _Ties()         # records with no mark a tab holds, tied to document requests by time
         self.faults = _Faults(self)
         self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
         self.frames = _Frames(self.project_dir)  # the pages' source maps: where a request was sent from
@@ -27741,7 +28096,8 @@ class Hub:
                "devices": self.devices.describe(),
                # counts only (what a refusal named stays in the log): the middleware's records, the spans
                "serverTruth": {"middleware": {k: v for k, v in self.server_truth.items() if isinstance(v, int)},
-                               "openTelemetry": otel, "stores": self.stores.describe()}}
+                               "openTelemetry": otel, "tiedByTime": dict(self.ties.stats),
+                               "stores": self.stores.describe()}}
         if not out["sessions"]:
             out["why"] = self.bridge.why()
         return out

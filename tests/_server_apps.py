@@ -33,6 +33,12 @@ it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
                       a rename to "wrongrow..." renames note id-1
   GET  /done          the page the form post lands on (Flask, with SHOP_LATE_RECORD=S: its record comes S
                       seconds after the page, a record delayed on purpose)
+  GET  /journal       (Flask) a plain HTML form whose posts write through a raw sqlite3 connection in an explicit
+                      BEGIN ... COMMIT (statements OpenTelemetry's sqlite3 instrumentation traces, so the spans
+                      show the commit), then 303 to /done: POST /journal saves; /journal/logged saves, then catches
+                      an exception, logs it at ERROR and records it on the request's span (the swallowed failure);
+                      /journal/noop writes nothing; the "forged" button swaps the SDK's mark cookie for a mark no
+                      tab holds as the page leaves
 
 FRAMEWORK is flask, django, fastapi, sqlite3 (Flask on a raw sqlite3 connection per request, the
 Flask tutorial's shape, watched by reticle.watch_sqlite3 unless SHOP_UNWATCHED=1: then only the
@@ -112,6 +118,42 @@ def note_page(daemon, message="", fields=None, title=""):
         fields = "<label>Title <input name='title' value='%s'></label>" % html.escape(title, quote=True)
     script = '<script src="%s/reticle.js"></script>' % daemon if daemon else ""
     return NOTE % {"script": script, "message": message, "fields": fields}
+
+
+JOURNAL = ("<!doctype html><html><head><title>Journal</title>%(script)s</head><body><h1>Journal</h1>"
+           "<form method='post' action='/journal'><label>Entry <input name='entry' value='ada'></label>"
+           "<button>Save entry</button><button formaction='/journal/logged'>Save entry (logged)</button>"
+           "<button formaction='/journal/noop'>Save entry (no-op)</button>"
+           "<button onclick=\"window.addEventListener('beforeunload', forge)\">Save entry (forged)</button></form>"
+           "<script>function forge() { document.cookie = '__reticle_mark=%(forged)s; path=/journal'; }</script>"
+           "</body></html>")
+
+
+def journal_entry(db, name):
+    """One row written as the Flask tutorial's raw sqlite3 apps can: BEGIN, INSERT, COMMIT on a cursor."""
+    import sqlite3
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        cur = conn.cursor()
+        cur.execute("BEGIN")
+        cur.execute("INSERT INTO profile (name) VALUES (?)", (name,))
+        cur.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def swallowed_failure():
+    """An exception caught, logged at ERROR and recorded on the request's span (OpenTelemetry's API, when the
+    app runs under it), then answered as a success."""
+    try:
+        fail_inside()
+    except ValueError as exc:
+        log.exception("could not save the entry")
+        try:
+            from opentelemetry import trace
+        except ImportError:
+            return
+        trace.get_current_span().record_exception(exc)
 
 
 def page(daemon, body):
@@ -261,6 +303,22 @@ def flask_app(db, daemon):
             return flask.redirect("/?refused=name", 303)
         store.insert(flask.request.form.get("name"))
         return flask.redirect("/done", 303)
+
+    app.get("/journal", endpoint="journal_page")(lambda: page(daemon, JOURNAL % {"script": "%(script)s",
+                                                                                 "forged": "%032x" % 46}))
+
+    @app.post("/journal")
+    def journal():
+        journal_entry(db, flask.request.form.get("entry") or "")
+        return flask.redirect("/done", 303)
+
+    @app.post("/journal/logged")
+    def journal_logged():
+        journal_entry(db, flask.request.form.get("entry") or "")
+        swallowed_failure()
+        return flask.redirect("/done", 303)
+
+    app.post("/journal/noop", endpoint="journal_noop")(lambda: flask.redirect("/done", 303))
 
     if not PLAIN:
         app.wsgi_app = reticle.wsgi(app.wsgi_app)

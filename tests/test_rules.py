@@ -41,6 +41,13 @@ def missing(*labels):
     return k
 
 
+def untied(*pairs):
+    """A form post of the act no server record could be tied to (tying.py): (label, why or "")."""
+    k = missing(*(label for label, _ in pairs))
+    k.server_untied = tuple(pairs)
+    return k
+
+
 def tables(*names):
     """What a tab's server records have written (the tables its paths may name)."""
     k = known()
@@ -135,6 +142,11 @@ DECIDE = [
     # Server truth in every verdict: what the server did for the act's requests
     ("server-record-never-came", PASS, [call(1)], missing("POST /api/save"), SAVED, {},
      "unknown", "server_unreported", "the record of POST /api/save had not come"),
+    ("server-record-could-not-be-tied", PASS, [call(1)], untied(("POST /journal", "")), SAVED, {},
+     "unknown", "server_untied", "no server record could be tied to POST /journal"),
+    ("server-record-tied-to-neither-of-two-posts", PASS, [call(1)],
+     untied(("POST /journal", "2 requests of POST /journal fit it by time")), SAVED, {},
+     "unknown", "server_untied", "(2 requests of POST /journal fit it by time); open the page as a device (reticle_open)"),
     ("server-wrote-nothing", PASS, [call(1), srv(2)], known(), SAVED, {},
      "unknown", "server_wrote_nothing", 'read it back'),
     ("server-wrote-nothing-under-the-settle", {"pass": True, "evidence": {"settled": True}}, [call(1), srv(2)],
@@ -237,7 +249,7 @@ def test_decide_rules_apply_in_their_documented_order():
     order = ["inconclusive", "observation_lost", "failure_observed", "unsettled", "evidence_lost",
              "presence_blind_spot", "assertion_failed", "contradicted", "evidence_incomplete",
              "absence_blind_spot", "already_true", "outcome_pending", "outcome_unread",
-             "request_in_flight", "server_unreported", "server_wrote_nothing", "server_commit_unknown",
+             "request_in_flight", "server_untied", "server_unreported", "server_wrote_nothing", "server_commit_unknown",
              "server_wrote_elsewhere", "no_effect", "proved"]
     positions = [doc.index(name) for name in order]
     assert positions == sorted(positions), "the docstring lists the rules out of order"

@@ -1086,7 +1086,7 @@ def test_records_from_a_process_that_cannot_authenticate_are_refused(daemon):
     status, body = post_records(daemon, {"records": "nope"}, token=daemon.token())
     assert status == 400 and "records" in body["detail"], body
     status, body = post_records(daemon, {"records": [rec, {"mark": "bad"}]}, token=daemon.token())
-    assert status == 200 and body == {"stitched": 0, "unmatched": 1, "invalid": 1, "refused": 0}, body
+    assert status == 200 and body == {"stitched": 0, "tied": 0, "unmatched": 1, "invalid": 1, "refused": 0}, body
     assert daemon.status()["running"] is True
 
 
@@ -1480,7 +1480,7 @@ class MarkTest(AsyncHTTPTestCase):
         code, body = await self.post([dict(rec, mark=secret_a + ".otherdoc.n3"),
                                       dict(rec, mark=secret_b, path="/b"),
                                       dict(rec, mark="%032x" % 9)])
-        assert (code, body) == (200, {"stitched": 2, "unmatched": 1, "invalid": 0, "refused": 0})
+        assert (code, body) == (200, {"stitched": 2, "tied": 0, "unmatched": 1, "invalid": 0, "refused": 0})
         sa, sb = self.hub.bridge.get("s-a"), self.hub.bridge.get("s-b")
         got_a = reticle._server_records(sa.window(0))
         assert [(r["path"], r["documentId"], r["requestId"]) for r in got_a] == [("/api/save", "doc1", id_a)]
@@ -1532,7 +1532,7 @@ class MarkTest(AsyncHTTPTestCase):
         rec = {"method": "GET", "path": "/done", "status": 200, "via": "cookie", "site": "same-origin",
                "mark": marks[0][1]}
         code, body = await self.post([dict(rec, host="127.0.0.1:9999"), dict(rec, host="LOCALHOST:5173")])
-        assert body == {"stitched": 1, "unmatched": 0, "invalid": 0, "refused": 1}, body
+        assert body == {"stitched": 1, "tied": 0, "unmatched": 0, "invalid": 0, "refused": 1}, body
 
     @gen_test
     async def test_a_mark_counts_once_only_from_the_tabs_own_document_and_changes_with_it(self):
@@ -1551,20 +1551,20 @@ class MarkTest(AsyncHTTPTestCase):
             dict(rec, mark=secrets_[0], site="same-origin"),  # and only once
             dict(rec, mark=secrets_[1], via="header", **{"from": "http://localhost:5173"}),
             dict(rec, mark=secrets_[2], via="header")])  # a header no other origin can read or send
-        assert body == {"stitched": 3, "unmatched": 1, "invalid": 0, "refused": 5}, body
+        assert body == {"stitched": 3, "tied": 0, "unmatched": 1, "invalid": 0, "refused": 5}, body
         assert "POST /form" in self.hub.server_truth["lastRefused"], self.hub.server_truth
         # a navigation that redirects: its mark is good once more, for the request the redirect leads to
         code, body = await self.post([dict(rec, mark=secrets_[4], site="same-origin", status=303),
                                       dict(rec, mark=secrets_[4], site="same-origin", method="GET", path="/done"),
                                       dict(rec, mark=secrets_[4], site="same-origin", method="GET", path="/x")])
-        assert body == {"stitched": 2, "unmatched": 1, "invalid": 0, "refused": 0}, body
+        assert body == {"stitched": 2, "tied": 0, "unmatched": 1, "invalid": 0, "refused": 0}, body
         # the page the redirect led to reported first (a WSGI record goes when the body closes): the
         # mark is then good once more for the redirect only, never for another page
         code, body = await self.post([dict(rec, mark=secrets_[5], site="same-origin", method="GET", path="/done"),
                                       dict(rec, mark=secrets_[5], site="same-origin", method="GET", path="/x"),
                                       dict(rec, mark=secrets_[5], site="same-origin", status=303),
                                       dict(rec, mark=secrets_[5], site="same-origin", status=303)])
-        assert body == {"stitched": 2, "unmatched": 2, "invalid": 0, "refused": 0}, body
+        assert body == {"stitched": 2, "tied": 0, "unmatched": 2, "invalid": 0, "refused": 0}, body
         landed = [e["data"] for e in self.hub.bridge.get("s-f").window(0) if e["type"] == "server.request"]
         assert [(r["method"], r["status"]) for r in landed[-2:]] == [("GET", 200), ("POST", 303)], landed[-2:]
         assert landed[-1]["requestId"] == landed[-2]["requestId"]
@@ -1582,7 +1582,7 @@ class MarkTest(AsyncHTTPTestCase):
         self.hub.clock = session.clock
         code, body = await self.post([dict(rec, mark=secrets_[3], site="same-origin"),
                                       dict(rec, mark=fresh["marks"][0][1], site="same-origin")])
-        assert body == {"stitched": 1, "unmatched": 1, "invalid": 0, "refused": 0}, body
+        assert body == {"stitched": 1, "tied": 0, "unmatched": 1, "invalid": 0, "refused": 0}, body
         got = reticle._server_records(session.window(0))
         assert [(r["documentId"], r["requestId"]) for r in got][-1] == ("doc2", fresh["marks"][0][0])
 

@@ -69,6 +69,7 @@ _EVENT_TYPES: Dict[str, _EventType] = {t.name: t for t in (
     _EventType("perf.*", "perf", churn=True),
     _EventType("focus.*", None, churn=True),
     _EventType("server.request", "server", high_value=True),  # from the app's middleware, never the page
+    _EventType("server.untied", "server", high_value=True),   # no record could be tied to a document request
     _EventType("server.*", "server"),
     _EventType("store.commit", "server", high_value=True),  # what a watched store committed, never the page
     _EventType("store.*", "server"),

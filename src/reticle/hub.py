@@ -33,6 +33,7 @@ from .signing import _SessionSigner
 from .stores import _Stores
 from .tab import _BrowserSession
 from .tools import _describe_session, _tool_sessions
+from .tying import _Ties
 from .util import _StateDir, _clock_ms, _normalise_origin, _parse_rate, _short, _wall_iso
 
 
@@ -76,11 +77,12 @@ class Hub:
         self.devices = _DeviceManager(self)
         self.journeys = _Journeys()
         # what the apps' middleware sent (Server truth)
-        self.server_truth: Dict[str, Any] = {"received": 0, "stitched": 0, "unmatched": 0, "invalid": 0,
+        self.server_truth: Dict[str, Any] = {"received": 0, "stitched": 0, "tied": 0, "unmatched": 0, "invalid": 0,
                                              "refused": 0, "lastRefused": None, "droppedByApps": 0,
                                              "lastDropAt": None}
         self.otel = _OtelTraces()   # spans waiting for their trace's SERVER span (Server truth)
         self.server_jobs: Dict[str, Tuple[float, dict]] = {}  # jobs' records that came before their request's
+        self.ties = _Ties()         # records with no mark a tab holds, tied to document requests by time
         self.faults = _Faults(self)
         self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
         self.frames = _Frames(self.project_dir)  # the pages' source maps: where a request was sent from
@@ -216,7 +218,8 @@ class Hub:
                "devices": self.devices.describe(),
                # counts only (what a refusal named stays in the log): the middleware's records, the spans
                "serverTruth": {"middleware": {k: v for k, v in self.server_truth.items() if isinstance(v, int)},
-                               "openTelemetry": otel, "stores": self.stores.describe()}}
+                               "openTelemetry": otel, "tiedByTime": dict(self.ties.stats),
+                               "stores": self.stores.describe()}}
         if not out["sessions"]:
             out["why"] = self.bridge.why()
         return out

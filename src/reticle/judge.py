@@ -626,6 +626,15 @@ def _r_horizon_pending(c: _Case) -> _Ruling:
 
 
 def _r_server_unreported(c: _Case) -> _Ruling:
+    if c.known.server_untied:
+        label, why = c.known.server_untied[0]
+        return "unknown", "server_untied", (
+            "no server record could be tied to %s, so whether the server failed (an error logged, a rollback, a "
+            "save that wrote nothing) is not known: it reached the server with no mark a tab holds (through the "
+            "script tag a form post or link carries Reticle's mark only in a cookie, which OpenTelemetry does not "
+            "read), and a record is tied to such a request by method, path and time only when exactly one fits "
+            "(%s); open the page as a device (reticle_open), which sends it as a marked request"
+            % (label, why or "none did within %d ms of its answer" % SERVER_WAIT_CAP_MS))
     if c.known.server_missing:
         return "unknown", "server_unreported", (
             "the app reports what its server did, but the record of %s had not come within %d ms of its answer, "
@@ -887,8 +896,12 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     12a. the act's causal work was still going at the horizon's cap in a way that could change the
          answer (a write or document unanswered, a fetch stream still sending) -> unknown,
          horizon_pending; what could not (a read, the DOM still changing) is named in a `yes`
-    12b. the app reports server records, and the record of a marked request the act made had not come
-         within SERVER_WAIT_CAP_MS of its answer -> unknown, server_unreported
+    12b. a document request of the act (a form post or link through the script tag: its mark only in a
+         cookie) that no server record could be tied to by method, path and time (tying.py: several
+         fitted, or, where spans come from the tab's origin, none did): a write always, a link once
+         records came for the tab -> unknown, server_untied; else the app reports server records, and the
+         record of a marked request the act made had not come within SERVER_WAIT_CAP_MS of its answer ->
+         unknown, server_unreported
     12c. a write request (POST/PUT/PATCH/DELETE) of the act answered 2xx or 3xx, and its writes are
          observed (the middleware's watched database, or a service whose spans have shown database
          statements) and it kept nothing, while the predicate declares no `server` writes for it ->

@@ -542,8 +542,10 @@ def _run_as_job(thread: threading.Thread, job: dict) -> None:
 
 def _begin_record(mark: str, method: str, path: str, host: str, via: str, params: bool = False,
                   sent: Optional[dict] = None) -> dict:
+    # `at`: when it began on the wall clock (ms), by which the daemon ties a navigation's record whose mark no
+    # tab holds to the tab's document request (tying.py)
     return {"mark": mark[:200], "method": method[:16], "path": path[:2048], "host": host[:300], "via": via,
-            **(sent or {}), "status": None, "view": None,
+            **(sent or {}), "at": round(time.time() * 1000.0, 1), "status": None, "view": None,
             "ms": None, "exception": None, "logged": [], "writes": [], "statements": 0, "watched": [],
             "_t0": time.perf_counter(), "_pending": {}, "_params": params, "_recount": []}
 

@@ -260,6 +260,22 @@ async def _await_store_write(session: "_BrowserSession", floor: float, until: fl
     await _stores_caught_up(session)
 
 
+def _server_untied(window: List[dict], known: "_Known", links: bool, spans: bool) -> Tuple[Tuple[str, str], ...]:
+    """The act's answered document requests (a form post, a link: with the script tag their mark rides only
+    in a cookie) that no server record answers and none could be tied to, each with why (tying.py): those
+    the tab was told several records or requests fitted (its server.untied events), and, where spans
+    come from the tab's origin (`spans`: none fitted), the rest; the writes among them, and once records
+    come for the tab (`links`) every one; but for what the page sends on its own."""
+    awaiting, unreported = _server_unreported(0.0, window, 0.0)
+    answered = {str(e["data"].get("requestId")) for e in window if e["type"] == "net.request"}
+    why = {str(e["data"].get("requestId")): str(e["data"].get("why") or "") for e in window
+           if e["type"] == "server.untied"}
+    return tuple((_call_label(d), why.get(str(d.get("serverMark")), "")) for d in awaiting + unreported
+                 if d.get("initiator") == "document" and str(d.get("requestId")) in answered
+                 and (spans or str(d.get("serverMark")) in why) and (links or _is_write(d))
+                 and _call_label(d) not in known.polled)[:5]
+
+
 def _server_missing(window: List[dict], known: "_Known") -> Tuple[str, ...]:
     """The act's marked requests that answered and have no server record (see _await_server_records),
     but for what the page sends on its own."""
@@ -327,6 +343,9 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
     obs.pending = pending
     if session.server_seen and (settle_until is not None or act_at is not None):
         obs.known.server_missing = _server_missing(obs.window, obs.known)
+    if settle_until is not None or act_at is not None:
+        obs.known.server_untied = _server_untied(obs.window, obs.known, bool(session.server_seen),
+                                                 session.server_grace() > SERVER_GRACE_MS)
     if not obs.lost and not obs.known.stuck and _judge_final(p, obs)["pass"]:
         await _confirm_answering(session)
         obs.known.stuck = session.not_answering() or ""

@@ -13,6 +13,7 @@ import concurrent.futures
 import math
 import os
 import re
+import time
 import urllib.parse
 from typing import Any, Awaitable, Dict, Iterator, List, Optional, Protocol, Set, Tuple
 
@@ -25,13 +26,15 @@ from .middleware import _scrub_server
 from .otel_writes import _db_kind, _db_label, _db_learned, _db_span, _otel_writes
 from .server_records import _clean_server_record, _clean_writes
 from .stitching import _server_sender_refused
+from .tab import _BrowserSession
+from .tying import TIED_BY, _fact, _origin_key, _Ties, _url_origin
 from .util import _loads, _short
 
 
 class _OtelHost(Protocol):
     """What the OpenTelemetry receiver asks of the daemon (the Hub): its tabs (live and departed), its
-    devices and their faults (a device's documents get trace context once spans arrive), its clock
-    and tasks it holds."""
+    devices and their faults (a device's documents get trace context once spans arrive), the ties of
+    records that carry no mark to the tabs' document requests (tying.py), its clock and tasks it holds."""
 
     @property
     def bridge(self) -> _Bridge: ...
@@ -41,6 +44,9 @@ class _OtelHost(Protocol):
 
     @property
     def faults(self) -> _Faults: ...
+
+    @property
+    def ties(self) -> _Ties: ...
 
     def clock(self) -> float: ...
 
@@ -62,6 +68,7 @@ OTEL_HELD_SPANS = 5000           # spans of issued traces waiting for their SERV
 OTEL_DONE_KEPT = 512             # recently stitched traces still open to late child spans and logs
 OTEL_KEPT_SPANS = 400            # spans of each such trace kept to read its writes again
 OTEL_MAX_DEPTH = 16              # nesting of AnyValue arrays/maps accepted
+OTEL_LOOSE_SPANS = 2000          # spans of traces no tab was issued, held for their SERVER span (tying.py), at most
 
 
 # message -> {field number: (JSON-mapping name, kind, repeated)}; kind is a message name or a scalar:
@@ -467,6 +474,12 @@ def _otel_record(server: dict, spans: List[dict], logs: List[dict], tx_traced: b
             "dbUnread": unread}
 
 
+def _root_server(spans: List[dict]) -> Optional[dict]:
+    """The trace's root SERVER span: its parent (the SDK's, or none) is not among the trace's spans."""
+    ids = {s["spanId"] for s in spans}
+    return next((s for s in spans if s["kind"] == 2 and s["parentSpanId"] not in ids), None)
+
+
 def _otlp_read(body: bytes, media: str, encoding: str, what: str) -> Tuple[List[dict], List[dict], List[str]]:
     """One OTLP request body, read: (spans, error logs, why each span refused was refused).  Pure, and
     the costly part of an export (inflate, parse, convert), so it runs off the event loop."""
@@ -497,25 +510,6 @@ def _whole_traces(spans: List[dict], logs: List[dict], size: int) -> Iterator[Tu
 
 OTEL_SLICE_SPANS = 2000          # spans (whole traces) filed in one turn of the event loop; then others go
 OTEL_ORIGINS_KEPT = 256          # the origins traced services were seen to serve, at most (the oldest go first)
-_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "")
-
-
-def _origin_key(host: Any, port: Any, scheme: Any = "http") -> Optional[str]:
-    """"loopback:3000" for a host and port as a span or a page's URL names them (every loopback name
-    is one), None without a usable port."""
-    host = str(host or "").strip().lower()
-    if host.count(":") == 1 and not host.startswith("["):
-        host, _, given = host.partition(":")
-        port = port or given
-    try:
-        number = int(port) if port not in (None, "") else {"http": 80, "https": 443}.get(str(scheme).lower())
-    except (TypeError, ValueError):
-        return None
-    if number is None:
-        return None
-    return "%s:%d" % ("loopback" if host in _LOOPBACK_NAMES else host, number)
-
-
 def _span_origin(attrs: dict) -> Optional[str]:
     """The origin a SERVER span's service answered on, from its attributes (current and older names)."""
     full = attrs.get("url.full") or attrs.get("http.url")
@@ -554,6 +548,12 @@ class _SpanSources:
                 row["server"] += 1
                 row["attributed"] += sp["traceId"] in owned
 
+    def attributed(self, service: str) -> None:
+        """A SERVER span of `service` was tied to a tab by method, path and time (tying.py): it landed."""
+        row = self.services.get(service)
+        if row is not None:
+            row["attributed"] += 1
+
     def unattributed(self, now: float, recent_ms: float = 600_000.0) -> List[dict]:
         """The services heard in the last ten minutes none of whose spans could land in a tab: why, and
         the fix for a stack that sends spans (never the Python middleware's)."""
@@ -590,7 +590,10 @@ class _OtelTraces:
     """The daemon's side of OpenTelemetry: spans of traces issued to a tab wait here (at most
     OTEL_HELD_SPANS, as long as their trace id is held) until the trace's SERVER span arrives; its
     record is then stitched as a middleware record would be, once.  Error logs, and child spans that
-    arrive after it (a batch split), amend the record while it is recent (OTEL_DONE_KEPT)."""
+    arrive after it (a batch split), amend the record while it is recent (OTEL_DONE_KEPT).  The spans of
+    a trace no tab was issued (a form post through the script tag: its mark rode in a cookie) wait in
+    `loose` (at most OTEL_LOOSE_SPANS) for their SERVER span, whose record is tied to a tab's document
+    request by method, path and time when exactly one fits (tying.py), and is otherwise dropped."""
 
     def __init__(self) -> None:
         self.pool: Optional[concurrent.futures.ThreadPoolExecutor] = None  # reads bodies, one at a time
@@ -598,6 +601,8 @@ class _OtelTraces:
         self.held: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
         self.done: "collections.OrderedDict[str, Tuple[Any, dict, List[dict]]]" = collections.OrderedDict()
         self.spans = 0
+        self.loose: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
+        self.loose_spans = 0
         self.db_services: Set[str] = set()  # services whose spans have shown database statements
         self.tx_services: Set[str] = set()  # ... and a transaction statement (their commits are traced)
         # services whose database spans have all been of kinds Reticle cannot read: service -> the first such
@@ -605,11 +610,13 @@ class _OtelTraces:
         # origins (loopback:3000) whose requests traced services have answered: only a tab on one of them
         # waits for spans (one app's tracing must not slow another app's verdicts)
         self.origins: "collections.OrderedDict[str, None]" = collections.OrderedDict()
-        self.stats = {"spans": 0, "logs": 0, "stitched": 0, "unmatched": 0, "refused": 0, "foreign": 0}
+        self.stats = {"spans": 0, "logs": 0, "stitched": 0, "tied": 0, "unmatched": 0, "refused": 0, "foreign": 0}
+
+    def _tabs(self, hub: _OtelHost) -> List[_BrowserSession]:
+        return list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
 
     def _owner(self, hub: _OtelHost, tid: str, now: float) -> Any:
-        sessions = list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
-        return next((s for s in sessions if s.server_tickets.holds(tid, now)), None)
+        return next((s for s in self._tabs(hub) if s.server_tickets.holds(tid, now)), None)
 
     def _hold(self, tid: str) -> dict:
         entry = self.held.get(tid)
@@ -654,11 +661,7 @@ class _OtelTraces:
 
     def serves(self, url: str) -> bool:
         """Has a traced service been seen answering the origin of `url` (a tab's page)?"""
-        try:
-            parts = urllib.parse.urlsplit(url)
-            return _origin_key(parts.hostname, parts.port, parts.scheme) in self.origins
-        except ValueError:
-            return False
+        return _url_origin(url) in self.origins
 
     def close(self) -> None:
         if self.pool is not None:
@@ -697,6 +700,7 @@ class _OtelTraces:
             if owner is None:
                 self.held.pop(tid, None)
                 self.stats["unmatched"] += len(got)
+                self._loose(hub, tid, got, logged, now)
                 continue
             entry = self._hold(tid)
             entry["spans"].extend(got)
@@ -708,23 +712,32 @@ class _OtelTraces:
         """Once the trace's root SERVER span (its parent is the SDK's, not among the trace's spans) has
         arrived: its record, stitched into the tab that holds the trace id, under the document and
         request the id was issued for, once; the trace is then kept open for late spans (done)."""
-        ids = {s["spanId"] for s in entry["spans"]}
-        server = next((s for s in entry["spans"] if s["kind"] == 2 and s["parentSpanId"] not in ids), None)
+        server = _root_server(entry["spans"])
         if server is None:
             return
         self.held.pop(tid, None)
         self.spans -= len(entry["spans"])
+        rec = self._record(server, entry)
+        if rec is None:
+            return
+        why = _server_sender_refused(rec, owner)
+        if why is not None:
+            self.stats["refused"] += 1
+            return
+        rec["documentId"], rec["requestId"] = owner.server_tickets.take(tid)
+        self._file(tid, owner, rec, entry)
+        self.stats["stitched"] += 1
+
+    def _record(self, server: dict, entry: dict) -> Optional[dict]:
+        """The record of a trace whose root SERVER span has arrived (_otel_record, cleaned as a middleware
+        record is), with where its facts came from: the service, its database instrumentations."""
         if any(_db_span(s) and _db_learned(s)[1] for s in entry["spans"]):
             self.tx_services.add(server["service"])
         raw = _otel_record(server, entry["spans"], entry["logs"], server["service"] in self.tx_services)
         rec = _clean_server_record(raw)
         if rec is None:
-            return
+            return None
         rec.pop("mark")
-        why = _server_sender_refused(rec, owner)
-        if why is not None:
-            self.stats["refused"] += 1
-            return
         rec["source"] = "otel"
         rec["service"] = server["service"]
         rec["dbScopes"] = sorted({s["scope"] for s in entry["spans"] if _db_span(s)})[:3]
@@ -732,13 +745,63 @@ class _OtelTraces:
             self.db_services.add(server["service"])
         rec["dbTraced"] = server["service"] in self.db_services
         rec["dbUnread"] = self._unread(server["service"], rec["dbTraced"], raw["dbUnread"])
-        rec["documentId"], rec["requestId"] = owner.server_tickets.take(tid)
+        return rec
+
+    def _file(self, tid: str, owner: Any, rec: dict, entry: dict) -> dict:
+        """File a trace's record into its tab (its documentId and requestId set) -> the tab's event; the
+        trace then stays open for late spans and logs (done, at most OTEL_DONE_KEPT)."""
         owner.server_otel += 1
-        owner.add_server_record(rec)
-        self.stats["stitched"] += 1
+        event = owner.add_server_record(rec)
         self.done[tid] = (owner, rec, _kept_spans(entry["spans"]))
         while len(self.done) > OTEL_DONE_KEPT:
             self.done.popitem(last=False)
+        return event
+
+    def _loose(self, hub: _OtelHost, tid: str, spans: List[dict], logs: List[dict], now: float) -> None:
+        """Spans and logs of a trace no tab was issued: held (OTEL_LOOSE_SPANS at most, the oldest traces
+        go first) until its root SERVER span comes, whose record is then tied to a tab's document request
+        by method, path and time (_tie), or dropped.  With no tab at all, nothing is held."""
+        if not hub.bridge.sessions and not hub.bridge.departed:
+            return
+        entry = self.loose.get(tid)
+        if entry is None:
+            entry = self.loose[tid] = {"spans": [], "logs": []}
+        entry["spans"].extend(spans)
+        entry["logs"].extend(logs)
+        self.loose_spans += len(spans)
+        while self.loose_spans > OTEL_LOOSE_SPANS and len(self.loose) > 1:
+            _, old = self.loose.popitem(last=False)
+            self.loose_spans -= len(old["spans"])
+        server = _root_server(entry["spans"])
+        if server is None or self.loose.pop(tid, None) is None:
+            return
+        self.loose_spans -= len(entry["spans"])
+        self._tie(hub, tid, server, entry, now)
+
+    def _tie(self, hub: _OtelHost, tid: str, server: dict, entry: dict, now: float) -> None:
+        """A SERVER span under a trace id no tab was issued, filed under the one document request of one tab
+        its method, path and time fit (tying.py), marked `matchedBy`; or nowhere."""
+        if server["start"] is None:
+            return
+        wall = time.time() * 1000.0 - hub.clock()  # a span's times are the wall clock's, in nanoseconds
+        a = server["attrs"]
+        target = a.get("url.path") or a.get("http.target") or a.get("url.full") or a.get("http.url")
+        if isinstance(a.get("url.path"), str) and isinstance(a.get("url.query"), str) and a["url.query"]:
+            target = "%s?%s" % (a["url.path"], a["url.query"])
+        fact = _fact("otel:" + tid, _span_origin(a), str(a.get("http.request.method") or a.get("http.method") or ""),
+                     target if isinstance(target, str) else "", server["start"] / 1e6 - wall,
+                     (server["end"] or server["start"]) / 1e6 - wall, "otel")
+        req = hub.ties.tie(self._tabs(hub), fact, now) if fact is not None else None
+        rec = self._record(server, entry) if req is not None else None
+        if fact is None or req is None or rec is None:
+            return
+        rec.pop("site", None)
+        rec.pop("from", None)
+        rec["documentId"], rec["requestId"], rec["matchedBy"] = req["doc"], req["mark"], TIED_BY
+        hub.ties.filed(fact, req, self._file(tid, req["tab"], rec, entry))
+        self.sources.attributed(server["service"])
+        self.stats["tied"] += 1
+        self.stats["unmatched"] -= len(entry["spans"])  # (counted when they came under no tab's trace id)
 
     def _unread(self, service: str, traced: bool, unread: List[str]) -> List[str]:
         """The database spans a record's writes could not be read from: its trace's, or, for a service none of

@@ -449,7 +449,7 @@ def _same_table(a: str, b: str) -> bool:
     return bool(a and b) and bare(a) == bare(b)
 
 
-def _fits(general: dict, w: dict) -> bool:
+def _write_fits(general: dict, w: dict) -> bool:
     """Can the operation `general` (an ORM's) be the write w (a statement's): the same table and kind, or a
     kind it may stand for (a save is an insert or an update)?"""
     return (not general["table"] or _same_table(general["table"], w["table"])) and (
@@ -463,20 +463,20 @@ def _key_from_above(w: dict, above: List[dict]) -> None:
     for a in above:
         kind, what = _db_kind(a)
         general = _db_write(a, kind, what) if kind in ("write", "sql") else None
-        if general is not None and general.get("keys") and _fits(general, w):
+        if general is not None and general.get("keys") and _write_fits(general, w):
             w["keys"] = general["keys"]
             return
 
 
 def _without_doubles(writes: List[dict]) -> List[dict]:
     """An ORM operation traced beside its driver's statements rather than above them (Mongoose does not make
-    its span the current one) is the same work: where statements of its store that fit it (_fits) ran within
+    its span the current one) is the same work: where statements of its store that fit it (_write_fits) ran within
     its time, they say what it wrote (and take its key), and the operation is no write of its own."""
     out = []
     for w in writes:
         if w["level"] == "operation" and w["alone"] and w["start"] and w["end"]:
             within = [o for o in writes if o["level"] == "statement" and o["store"] == w["store"] and o["start"]
-                      and o["end"] and w["start"] <= o["start"] and o["end"] <= w["end"] and _fits(w, o)]
+                      and o["end"] and w["start"] <= o["start"] and o["end"] <= w["end"] and _write_fits(w, o)]
             for o in within:
                 if not o.get("keys") and w.get("keys"):
                     o["keys"] = w["keys"]

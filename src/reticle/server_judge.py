@@ -87,6 +87,9 @@ def _server_line(r: dict) -> str:
             else "had not ended"))
     if r.get("source") == "otel":  # where the facts came from (the middleware's records say nothing more)
         parts.append("from OpenTelemetry spans")
+    if r.get("matchedBy"):  # tied to the tab's document request by what it did, not by a mark (tying.py)
+        parts.append("matched by %s, %s" % (r["matchedBy"], "the request carried no mark" if r.get("source") == "otel"
+                                           else "the request's mark was no tab's"))
     return ", ".join(parts)
 
 
@@ -220,9 +223,11 @@ def _server_unreported(now: float, window: List[dict],
     answered longer ago than that.  A record answers the request the SDK put its mark on
     (net.pending's serverMark: the id the daemon issued with the mark).  A request a fault answered or
     aborted (reticle_fault, verify --teeth; not one it only delayed) never reached the server: no
-    record is owed for it."""
+    record is owed for it.  A document request no record could be tied to (a server.untied event:
+    several fitted it by method, path and time) is unreported at once: no record is on its way."""
     grace = SERVER_GRACE_MS if grace_ms is None else grace_ms
     reported = {(r.get("documentId"), r.get("requestId")) for r in _server_records(window)}
+    untied = {(e["data"].get("documentId"), e["data"].get("requestId")) for e in window if e["type"] == "server.untied"}
     done = {}
     faulted = set()
     for e in window:
@@ -239,21 +244,25 @@ def _server_unreported(now: float, window: List[dict],
         if (e.get("doc"), str(d.get("serverMark"))) in reported or str(d["requestId"]) in faulted:
             continue
         t = done.get(str(d["requestId"]))
-        (awaiting if t is None or now - t < grace else unreported).append(d)
+        late = (e.get("doc"), str(d.get("serverMark"))) in untied or (t is not None and now - t >= grace)
+        (unreported if late else awaiting).append(d)
     return awaiting, unreported
 
 
-def _server_cookie_only(unreported: List[dict], known: "_Known") -> str:
-    """Why a navigation's record may never come once spans feed this daemon, or "": with
-    the script tag a form post or link carries its mark only in a cookie (no page can set a
-    navigation's headers), and OpenTelemetry reads trace context from headers alone."""
+def _server_cookie_only(unreported: List[dict], known: "_Known", window: List[dict]) -> str:
+    """Why a navigation's record never came once spans feed this daemon, or "": with the script tag a
+    form post or link carries its mark only in a cookie (no page can set a navigation's headers), and
+    OpenTelemetry reads trace context from headers alone, so its spans are tied to it by method, path
+    and time only when exactly one fits (tying.py); none did, or several (the tab's server.untied)."""
     doc = next((d for d in unreported if d.get("initiator") == "document" and d.get("serverMark")), None)
     if doc is None or known.server_grace <= SERVER_GRACE_MS:
         return ""
+    why = next((str(e["data"].get("why") or "") for e in window if e["type"] == "server.untied"
+                and str(e["data"].get("requestId")) == str(doc["serverMark"])), "")
     return ("%s is a navigation: with the script tag its mark reaches the server only in a cookie, which "
-            "OpenTelemetry does not read (no page can set a navigation's headers), so its spans cannot be "
-            "attributed to this tab; open the page as a device (reticle_open), which adds the navigation's "
-            "trace context" % _call_label(doc))
+            "OpenTelemetry does not read (no page can set a navigation's headers), so its spans are tied to this "
+            "tab by method, path and time only when exactly one fits, and %s; open the page as a device "
+            "(reticle_open), which adds the navigation's trace context" % (_call_label(doc), why or "none did"))
 
 
 def _describe_server(p: dict) -> str:
@@ -372,7 +381,7 @@ def _judge_leaf_records(p: dict, obs: _Observation) -> dict:
     if awaiting:
         return {"pass": False, "assertion": "server.awaiting", "retryAfterMs": obs.known.server_grace,
                 "inconclusive": "the server's record of %s has not arrived yet" % _call_label(awaiting[0])}
-    cookie_only = _server_cookie_only(unreported, obs.known)
+    cookie_only = _server_cookie_only(unreported, obs.known, window)
     # known before the timeout: a navigation's record can never come through spans with the script tag, nor
     # a request's from a service whose spans land in no tab (a record that is only late may still come: waits)
     hint = obs.known.server_hint

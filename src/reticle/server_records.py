@@ -53,6 +53,9 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
     if isinstance(queued, list) and queued:   # the jobs it started on threads of their own (their records follow)
         rec["queued"] = [{"job": q["job"][:32], "thread": str(q.get("thread") or "")[:80]}
                          for q in queued[:8] if isinstance(q, dict) and isinstance(q.get("job"), str)]
+    at = raw.get("at")
+    if isinstance(at, (int, float)) and not isinstance(at, bool) and 0 < at < 1e14:
+        rec["at"] = float(at)   # when the request began (wall clock, ms): for tying a record whose mark no tab holds
     watched = raw.get("watched")
     if isinstance(watched, list):   # what watched the app's writes ([]: nothing did); absent: not said
         rec["watched"] = [w[:40] for w in watched[:8] if isinstance(w, str)]

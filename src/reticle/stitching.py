@@ -2,11 +2,13 @@
 
 Each record the app's middleware sends, and each set of OpenTelemetry spans, goes into the window of
 the tab that was issued its mark, under the document and id it was issued for, once; a request the
-tab's own page did not send is refused.
+tab's own page did not send is refused.  A navigation's record whose mark no tab holds is tied to a
+tab's document request by method, path and time when exactly one fits (tying.py).
 """
 
 from __future__ import annotations
 
+import time
 import urllib.parse
 from typing import Any, Dict, List, Optional, Protocol, Tuple
 
@@ -15,10 +17,12 @@ from .errors import _HttpRefusal
 from .middleware import SERVER_MAX_RECORDS, SERVER_REDIRECT_MS, SERVER_TICKET_SITES
 from .server_records import _clean_job_record, _clean_server_record
 from .tab import _BrowserSession
+from .tying import TIED_BY, _fact, _origin_key, _Ties
 
 
 class _StitchHost(Protocol):
-    """What stitching asks of the daemon (the Hub): its tabs, its clock and the server-truth counters."""
+    """What stitching asks of the daemon (the Hub): its tabs, its clock, the server-truth counters and
+    the ties of records that carry no mark a tab holds (tying.py)."""
 
     @property
     def bridge(self) -> _Bridge: ...
@@ -28,6 +32,9 @@ class _StitchHost(Protocol):
 
     @property
     def server_jobs(self) -> Dict[str, Tuple[float, dict]]: ...
+
+    @property
+    def ties(self) -> _Ties: ...
 
     def clock(self) -> float: ...
 
@@ -115,6 +122,28 @@ def _jobs_waiting(hub: _StitchHost, rec: dict) -> None:
             _add_job(rec, waiting[1], 0.0)
 
 
+def _tie_record(hub: _StitchHost, rec: dict, at: Any, sessions: List[Any], now: float) -> bool:
+    """A navigation's record (its mark rode in a cookie) whose mark no tab holds, filed under the one
+    document request of one tab that its method, path and time fit, and whose page the browser says
+    sent it (tying.py), marked `matchedBy` -> whether it was.  `at` is when the request began on the
+    wall clock (ms; a middleware too old to say it is never tied)."""
+    if rec["via"] != "cookie" or not isinstance(at, (int, float)) or isinstance(at, bool):
+        return False
+    start = at - (time.time() * 1000.0 - hub.clock())
+    origin = _origin_key(rec["host"], None)
+    fact = _fact("mw:%s:%s" % (rec["mark"], at), origin, rec["method"], rec["path"], start,
+                 start + (rec["ms"] or 0.0), "middleware",
+                 lambda tab: _server_sender_refused(dict(rec), tab) is None)
+    req = hub.ties.tie(sessions, fact, now) if fact is not None else None
+    if fact is None or req is None:
+        return False
+    _server_sender_refused(rec, req["tab"])  # (takes the sender's fields out of the record)
+    rec.pop("mark")
+    rec["documentId"], rec["requestId"], rec["matchedBy"] = req["doc"], req["mark"], TIED_BY
+    hub.ties.filed(fact, req, req["tab"].add_server_record(rec))
+    return True
+
+
 def _stitch_server_records(hub: _StitchHost, body: Any) -> dict:
     """Put each record into the window of the tab that was issued its mark, under the document and
     id the mark was issued for, once.  A mark no tab holds (a request made outside any Reticle tab,
@@ -131,7 +160,7 @@ def _stitch_server_records(hub: _StitchHost, body: Any) -> dict:
     if isinstance(dropped, int) and not isinstance(dropped, bool) and dropped > 0:
         stats["droppedByApps"] += dropped
         stats["lastDropAt"] = hub.clock()
-    stitched = unmatched = invalid = refused = 0
+    stitched = unmatched = invalid = refused = tied = 0
     now = hub.clock()
     for raw in records:
         if isinstance(raw, dict) and raw.get("job"):
@@ -141,8 +170,13 @@ def _stitch_server_records(hub: _StitchHost, body: Any) -> dict:
         if rec is None:
             invalid += 1
             continue
-        secret = rec.pop("mark")
+        at = rec.pop("at", None)
+        secret = rec["mark"]
         owner = next((s for s in sessions if s.server_tickets.holds(secret, now)), None)
+        if owner is None and _tie_record(hub, rec, at, sessions, now):
+            tied += 1
+            continue
+        rec.pop("mark")
         if owner is None and _replaces_spans(hub, secret, rec, sessions):
             stitched += 1
             continue
@@ -168,11 +202,14 @@ def _stitch_server_records(hub: _StitchHost, body: Any) -> dict:
             rec["documentId"], rec["requestId"] = tickets.take(
                 secret, now + SERVER_REDIRECT_MS if rec["via"] == "cookie" else None, not redirected)
         _jobs_waiting(hub, rec)
+        if rec["via"] == "cookie":  # a record of spans tied to this navigation by time gives way to its own
+            hub.ties.replaced(owner, rec["documentId"], rec["requestId"])
         owner.add_server_record(rec)
         stitched += 1
     stats["received"] += len(records)
     stats["stitched"] += stitched
+    stats["tied"] += tied
     stats["unmatched"] += unmatched
     stats["invalid"] += invalid
     stats["refused"] += refused
-    return {"stitched": stitched, "unmatched": unmatched, "invalid": invalid, "refused": refused}
+    return {"stitched": stitched, "tied": tied, "unmatched": unmatched, "invalid": invalid, "refused": refused}

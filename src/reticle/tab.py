@@ -452,8 +452,8 @@ class _Known:
     since the window's start."""
 
     __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "server_seen",
-                 "polled", "stuck", "server_missing", "server_grace", "unconfirmed", "server_tables", "server_hint",
-                 "stores", "store_tables", "store_polled_at")
+                 "polled", "stuck", "server_missing", "server_untied", "server_grace", "unconfirmed", "server_tables",
+                 "server_hint", "stores", "store_tables", "store_polled_at")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
                  origin: str = "", background: Tuple[str, ...] = (),
@@ -464,6 +464,8 @@ class _Known:
         self.server_grace: float = SERVER_GRACE_MS  # how long a record may follow its request (longer from spans)
         self.stuck = ""                     # why the page does not answer commands (a dialog, a busy thread)
         self.server_missing: Tuple[str, ...] = ()  # the act's answered marked requests with no record by the cap
+        # ... of them, the document requests no record could be tied to (tying.py): (label, why or "")
+        self.server_untied: Tuple[Tuple[str, str], ...] = ()
         self.blind_spots = blind_spots
         self.unreadable = unreadable or {}  # parts of the page now that cannot be read: reason -> (count, detail)
         self.loss = loss
@@ -1361,10 +1363,24 @@ class _BrowserSession:
     def fail_pending(self, why: str) -> None:
         self.pending.fail(lambda: _TabGone(why, "call reticle_sessions and retry on the live tab"))
 
-    def add_server_record(self, rec: dict) -> None:
-        """What the app's server did for one of this tab's requests (Server truth section)."""
+    def add_server_record(self, rec: dict) -> dict:
+        """What the app's server did for one of this tab's requests (Server truth section) -> its event."""
         self.server_seen += 1
-        self.store.add({"t": self.clock(), "type": "server.request", "data": rec}, 256 + len(_dumps(rec)))
+        event = {"t": self.clock(), "type": "server.request", "data": rec}
+        self.store.add(event, 256 + len(_dumps(rec)))
+        self._wake()
+        return event
+
+    def add_server_untied(self, data: dict) -> None:
+        """No server record could be tied to one of this tab's document requests (tying.py): which one, why."""
+        self.store.add({"t": self.clock(), "type": "server.untied", "data": data}, 256 + len(_dumps(data)))
+        self._wake()
+
+    def withdraw_server_record(self, event: dict, why: str) -> None:
+        """A record tied to a request by method, path and time (tying.py) no longer counts: another fits
+        that request too, or the request's own record came.  Its event stays, as `server.withdrawn`."""
+        event["type"] = "server.withdrawn"
+        event["data"]["withdrawn"] = why
         self._wake()
 
     def add_store_commit(self, data: dict) -> None:
