@@ -395,7 +395,35 @@ def server_rows():
         server_obs([server(10, writes=[wrote], unseen=["pymysql"])], now=20), {"pass": True}, None
 
 
-ALL = list(rows()) + list(live_rows()) + list(combinator_rows()) + list(server_rows())
+def stored_rows():
+    """The `stored` kind (Storage truth) over a window of store commits, and over a live read (now: true)."""
+    k = reticle._Known([], {}, None, "http://x")
+    k.stores, k.store_tables = ("sqlite app.db",), {"sqlite app.db": ["notes"]}
+    note = {"op": "insert", "table": "notes", "key": {"id": 7}, "values": {"id": 7, "title": "Buy milk"}}
+
+    def stored_obs(window, known=k, live=None):
+        o = obs(window, live=live, after_act=True)
+        o.known = known
+        return o
+    p = {"kind": "stored", "table": "notes", "where": {"title": "Buy milk"}}
+    commit = ev(20, "store.commit", store="sqlite app.db", changes=[note], uncompared=[])
+    yield "stored.present", p, stored_obs([call(10), commit]), {"pass": True, "assertion": "stored.present"}, None
+    yield "stored.other-row", dict(p, where={"title": "Eggs"}), stored_obs([call(10), commit]), \
+        {"pass": False, "assertion": "stored.present"}, "Buy milk"
+    yield "stored.shared", p, stored_obs([call(10), dict(commit, data=dict(commit["data"], shared=True))]), \
+        {"pass": False, "assertion": "stored.shared"}, "another tab"
+    yield "stored.unwatched", p, stored_obs([call(10)], reticle._Known([], {}, None, "http://x")), \
+        {"pass": False, "decided": True, "decidedBy": "unknowable"}, "reticle_watch_db"
+    now = dict(p, now=True)
+    yield "stored.now", now, stored_obs([], live=read(parse(now), {"store": "sqlite app.db", "table": "notes",
+                                                                   "rows": [note["values"]], "total": 1})), \
+        {"pass": True, "assertion": "stored.now"}, None
+    yield "stored.now-none", now, stored_obs([], live=read(parse(now), {"store": "sqlite app.db", "table": "notes",
+                                                                        "rows": [], "total": 0})), \
+        {"pass": False, "assertion": "stored.now"}, "holds 0 row(s)"
+
+
+ALL = list(rows()) + list(live_rows()) + list(combinator_rows()) + list(server_rows()) + list(stored_rows())
 
 
 @pytest.mark.parametrize("rid,p,o,expected,word", ALL, ids=[r[0] for r in ALL])
@@ -413,7 +441,7 @@ def test_every_kind_has_rows_and_every_leaf_kind_a_judge():
     assert set(reticle._PREDICATE_KINDS) <= kinds
     for name, spec in reticle._PREDICATE_KINDS.items():
         assert (spec.judge is None) == (name in ("allOf", "anyOf", "not")), name
-        assert (spec.read is not None) == (name in ("element", "text", "state", "storage")), name
+        assert (spec.read is not None) == (name in ("element", "text", "state", "storage", "stored")), name
 
 
 def test_judge_final_marks_a_timeout_and_a_lost_tab():

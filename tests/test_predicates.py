@@ -25,6 +25,7 @@ MALFORMED = {
     "signal": ({"kind": "signal", "name": "x", "count": -1}, "count"),
     "state": ({"kind": "state", "equals": 1}, "'path' is required"),
     "storage": ({"kind": "storage", "key": "k", "area": "disk"}, "area"),
+    "stored": ({"kind": "stored", "table": "notes", "op": "upsert"}, "op"),
     "settled": ({"kind": "settled", "quietMs": 0}, "quietMs"),
     "allOf": ({"kind": "allOf", "predicates": []}, "predicates"),
     "anyOf": ({"kind": "anyOf", "predicates": [{"kind": "nope"}]}, "'nope' is not a predicate kind"),

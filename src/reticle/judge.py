@@ -911,19 +911,15 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
          unknown, server_commit_unknown
     12e. such a request whose path names a table the app's records have written (`POST /contacts`), which
          wrote only to other tables (an audit row) -> unknown, server_wrote_elsewhere
-    12f. a store is watched (Storage truth) and the act made a write request answered 2xx or 3xx, while the
-         predicate has no positive `stored` leaf: the stores committed nothing during the act -> unknown,
-         store_saw_nothing (could not be read then: store_unread); only while another tab acted too -> unknown,
-         store_shared; only to other tables
-         than the one its path names -> unknown, store_wrote_elsewhere; beside the page's own timed writes
-         with no table named -> unknown, store_background
+    12f. a store is watched, the act's write request answered 2xx/3xx, and no positive `stored` leaf: the
+         stores committed nothing then -> unknown, store_saw_nothing (unreadable: store_unread; only beside
+         another tab's act: store_shared; only to tables the path does not name: store_wrote_elsewhere;
+         beside the page's timed writes: store_background; see _store_silence)
     13. act_and_wait with no predicate, and the act had no observable effect -> unknown, no_effect
     13a. what would be a `yes` after an act, while the page still shows an error the user is told
-         (see _is_failure_ui) in what the act touched (its form or region, a toast, a message outside
-         the page's header, nav, footer and asides), one the predicate does not ask for: shown before
-         the act or not, re-rendered or not, it is not fixed -> no, failure_still_shown; one elsewhere
-         is named in the `yes`, and so is a leftover (_stale_message: an error toast shown before the
-         act, outside the act's own form or region, while the act's own requests all succeeded)
+         (_is_failure_ui) in what the act touched (its form or region, a toast, a message outside the
+         page's header, nav, footer and asides) that the predicate does not ask for -> no,
+         failure_still_shown; one elsewhere, or a leftover (_stale_message), is named in the `yes`
     13b. act_and_wait with no predicate, and an answer put text that reads as a failure (_PLAIN_FAILURE)
          outside the act's form that is not known to be the act's: it only took the place of the same text
          (a list re-rendered whole), or came in an answer the act did not cause -> unknown,
