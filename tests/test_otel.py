@@ -1055,7 +1055,13 @@ class TypeormApp(ExpressApp):
             env["OTEL_TEST_TYPEORM_ALONE"] = "1"
         self.start(["node", os.path.join(HERE, "_otel_typeorm_app.js"), str(self.port), daemon.url, str(pg_port)],
                    env, HERE)
-        self.seeded = [int(n) for n in re.search(r"contacts (\d+) (\d+)", self.log()).groups()]
+        try:  # the port listens a moment before the app prints what it seeded (a loaded machine shows the gap)
+            seeded = wait_until(lambda: re.search(r"contacts (\d+) (\d+)", self.log()), 20,
+                                what="the app to say which contacts it seeded")
+        except BaseException:
+            self.close()
+            raise
+        self.seeded = [int(n) for n in seeded.groups()]
 
     def rows(self):
         out = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "app", "-d", "postgres",

@@ -164,7 +164,9 @@ def _db_kind(sp: dict) -> Tuple[str, str]:
     documents = family in ("mongodb", "mongoose")
     if not documents and _is_sql(text):
         m = _OTEL_TX.match(text)
-        return ("tx", _tx_word(m.group(1))) if m else ("sql", "")
+        if m:
+            return "tx", _tx_word(m.group(1))
+        return "sql", ""
     op = _db_op(sp, family, text)
     key = _op_key(op)
     if not documents and not text and not key:
@@ -196,7 +198,9 @@ def _redis_kind(command: str) -> Tuple[str, str]:
         return "write", "upsert"
     if command in _REDIS_SCRIPTS:
         return "unread", command
-    return ("connect", "") if command in ("CONNECT", "AUTH", "HELLO", "SELECT", "QUIT") else ("read", "")
+    if command in ("CONNECT", "AUTH", "HELLO", "SELECT", "QUIT"):
+        return "connect", ""
+    return "read", ""
 
 
 def _db_learned(sp: dict) -> Tuple[bool, bool]:
