@@ -19792,6 +19792,27 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
                 _failure_counter(failing[0]), res["inconclusive"])}
 
 
+def _jobs_undecided(matched: List[dict], p: dict) -> Optional[dict]:
+    """A `server` leaf declaring 0 writes over requests that handed their work to a job (a thread they started):
+    while the job runs, not known yet; once it ended writing nothing at all, unknowable (a job that saves
+    nothing cannot be told from one that failed to: declaring "no write" must never pass a failed save)."""
+    if p.get("writes", {}).get("count") != 0:
+        return None
+    running = [r for r in matched if r.get("queued") and not all(q.get("done") for q in r["queued"])]
+    if running:
+        return {"pass": False, "assertion": "server.awaiting", "retryAfterMs": 100,
+                "inconclusive": "the job %s started has not ended: what it writes is not known yet"
+                                % _server_label(running[0])}
+    idle = [r for r in matched if r.get("queued") and not any(w.get("job") for w in r.get("writes") or ())]
+    if idle:
+        return {"pass": False, "assertion": "server.job-wrote-nothing", "decided": True, "decidedBy": "unknowable",
+                "inconclusive": "%s handed its work to a job (thread %s) that wrote nothing, and a job that saves "
+                                "nothing cannot be told from one that failed to; check the saved data itself (a "
+                                "stored predicate on a watched store, or the record read back)" % (
+                                    _server_label(idle[0]), idle[0]["queued"][0]["thread"])}
+    return None
+
+
 def _judge_leaf_records(p: dict, obs: _Observation) -> dict:
     """What the server did for the tab's requests (the app's middleware reports them).  Rules, in
     order: a count that is exceeded fails at once; a match passes (a count once no marked request is
@@ -19809,6 +19830,9 @@ def _judge_leaf_records(p: dict, obs: _Observation) -> dict:
         return {"pass": False, "assertion": "server.count", "expected": "%d × %s" % (p["count"], expected),
                 "observed": [_server_line(r) for r in matched[:8]], "decided": True, "decidedBy": "count-exceeded",
                 "failureReason": "expected exactly %d matching server request(s), saw %d" % (p["count"], len(matched))}
+    jobs = _jobs_undecided(matched, p)
+    if jobs is not None:
+        return jobs
     if matched and ("count" not in p or (len(matched) == p["count"] and not awaiting and not unsure)):
         return {"pass": True, "assertion": "server.present",
                 "evidence": {"server": [_server_line(r) for r in matched[:5]]}}

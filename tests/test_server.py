@@ -1711,8 +1711,8 @@ def test_a_job_the_request_starts_on_a_thread_is_heard_under_its_request(device,
     """Django with Reticle's middleware and no store watched, its save run on a thread the request starts a
     second after its 303: the middleware records the thread's work as the request's job and the daemon adds it
     to the request's record, so the verdict waits for it: the healthy save is yes naming the job's write and
-    when it ended; the job that writes nothing is never yes; the one that rolls back, or renames another row
-    than the one the path names, is no, also under the old advice (a `server` check of 0 writes).  The truth
+    when it ended; the job that writes nothing is never yes, also under the old advice (a `server` check of 0
+    writes); the one that rolls back, or renames another row than the one the path names, is no.  The truth
     is the app's SQLite file."""
     app = App("django", tmp_path, daemon)
     sid, browser = open_tab(mcp, app, device=device, path="/notes/later")
@@ -1736,6 +1736,8 @@ def test_a_job_the_request_starts_on_a_thread_is_heard_under_its_request(device,
             out = post("/notes/later", "nothing %d" % n)
             assert out["verified"] == "unknown" and out["verifiedReason"] == "server_wrote_nothing", out
             assert "0 writes" in out["because"] and "its job on thread" in out["because"], out["because"]
+            out = post("/notes/later", "nothing again %d" % n, zero)  # the old advice: never a yes
+            assert out["verified"] == "unknown" and "handed its work to a job" in out["because"], out
             for until in (None, zero):
                 out = post("/notes/later", "rollback %d" % n, until)
                 assert "rollback %d" % n not in _notes_in(app)
