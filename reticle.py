@@ -8851,6 +8851,8 @@ SERVER_MARK_COOKIE = "__reticle_mark"       # on a document request (a form post
 SERVER_GRACE_MS = 400                      # a request's record may come this long after the browser saw it answered
 SERVER_WAIT_CAP_MS = 3000                  # after an act, a verdict waits at most this long past an answer for it
 OTEL_GRACE_MS = 1500                       # SERVER_GRACE_MS once spans reach the daemon (exporters batch them)
+TIE_SETTLE_MS = 400                        # a record tied by time (tying.py) is judged once this long old: a rival
+                                           # in the next export batch, or the word of another tab's post, withdraws it
 # Storage truth: the app's store watched read-only while a tab acts (README "Server truth", SECURITY.md)
 STORE_POLL_MS = 100                        # a watched store is read this often while a tab acts (never otherwise)
 STORE_LINGER_MS = 1500                     # ... and this long after an act's verdict (a commit its work makes late)
@@ -19868,7 +19870,9 @@ def _judge_leaf_records(p: dict, obs: _Observation) -> dict:
         return {"pass": False, "assertion": "server.unseen", "decided": True, "decidedBy": "unknowable",
                 "inconclusive": _server_unsure_why(unsure[0], p)}
     observed = [_server_line(r) for r in records[-8:]]
-    near = [e["t"] for e in window if e["type"] == "server.request"
+    # (when each came, and how long it must stand: a record tied by time may yet be withdrawn, tying.py)
+    near = [(e["t"], TIE_SETTLE_MS if e["data"].get("matchedBy") else RETRY_GRACE_MS) for e in window
+            if e["type"] == "server.request"
             and _server_matches(e["data"], {k: p[k] for k in ("method", "urlContains") if k in p})]
     made = _server_made(window, p)
     if made and not near:
@@ -19885,11 +19889,12 @@ def _judge_leaf_records(p: dict, obs: _Observation) -> dict:
                expected, "; the server did: %s" % "; ".join(observed[-3:]) if observed else "")}
     if near and not obs.open_since(window[0]["t"] if window else 0):
         # the request happened and the server did otherwise: final once a follow-up request had its chance
-        age = obs.now - near[-1]
-        if age >= RETRY_GRACE_MS:
+        came, hold = near[-1]
+        age = obs.now - came
+        if age >= max(RETRY_GRACE_MS, hold):
             out.update(decided=True, decidedBy="answered-otherwise")
         else:
-            out["retryAfterMs"] = round(RETRY_GRACE_MS - age)
+            out["retryAfterMs"] = round(max(RETRY_GRACE_MS, hold) - age)
     return out
 
 
@@ -25251,15 +25256,18 @@ async def _await_server_records(session: "_BrowserSession", since: float, budget
     """With the app's middleware in use (a record arrived for this tab, or spans reach this daemon),
     wait for the record of each marked request the act made, up to SERVER_WAIT_CAP_MS past its
     answer (work the framework runs for a request after answering it, such as a background task,
-    ends before its record is sent; an exporter batches its spans), and never past `budget_end` on
-    the daemon's clock.  True when any arrived."""
+    ends before its record is sent; an exporter batches its spans), and for each record tied to one by
+    method, path and time to be TIE_SETTLE_MS old (a rival that comes by then withdraws it: tying.py),
+    never past `budget_end` on the daemon's clock.  True when any arrived."""
     if not session.server_seen and session.server_grace() == SERVER_GRACE_MS:
         return False
     before = session.server_seen
     while session.now() < budget_end:
         window = session.window(since)
         awaiting, _ = _server_unreported(session.now(), window, max(SERVER_WAIT_CAP_MS, session.server_grace()))
-        if not awaiting and not _jobs_running(window):  # a job a request started: its record too (its writes)
+        young = [e["t"] for e in window if e["type"] == "server.request" and e["data"].get("matchedBy")
+                 and session.now() - e["t"] < TIE_SETTLE_MS]
+        if not awaiting and not young and not _jobs_running(window):  # a job a request started: its record too
             break
         await session.wait_change(min(50.0, budget_end - session.now()) / 1000.0)
     return session.server_seen != before

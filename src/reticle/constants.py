@@ -84,6 +84,8 @@ SERVER_MARK_COOKIE = "__reticle_mark"       # on a document request (a form post
 SERVER_GRACE_MS = 400                      # a request's record may come this long after the browser saw it answered
 SERVER_WAIT_CAP_MS = 3000                  # after an act, a verdict waits at most this long past an answer for it
 OTEL_GRACE_MS = 1500                       # SERVER_GRACE_MS once spans reach the daemon (exporters batch them)
+TIE_SETTLE_MS = 400                        # a record tied by time (tying.py) is judged once this long old: a rival
+                                           # in the next export batch, or the word of another tab's post, withdraws it
 # Storage truth: the app's store watched read-only while a tab acts (README "Server truth", SECURITY.md)
 STORE_POLL_MS = 100                        # a watched store is read this often while a tab acts (never otherwise)
 STORE_LINGER_MS = 1500                     # ... and this long after an act's verdict (a commit its work makes late)

@@ -10,7 +10,7 @@ import re
 import urllib.parse
 from typing import Any, Dict, List, Optional, Tuple
 
-from .constants import RETRY_GRACE_MS, SERVER_GRACE_MS
+from .constants import RETRY_GRACE_MS, SERVER_GRACE_MS, TIE_SETTLE_MS
 from .events import _WRITE_METHODS, _call_label
 from .middleware import _OP_MAY_BE, _SAVEPOINT_NOTE
 from .observation import _Observation, _leaves
@@ -434,7 +434,9 @@ def _judge_leaf_records(p: dict, obs: _Observation) -> dict:
         return {"pass": False, "assertion": "server.unseen", "decided": True, "decidedBy": "unknowable",
                 "inconclusive": _server_unsure_why(unsure[0], p)}
     observed = [_server_line(r) for r in records[-8:]]
-    near = [e["t"] for e in window if e["type"] == "server.request"
+    # (when each came, and how long it must stand: a record tied by time may yet be withdrawn, tying.py)
+    near = [(e["t"], TIE_SETTLE_MS if e["data"].get("matchedBy") else RETRY_GRACE_MS) for e in window
+            if e["type"] == "server.request"
             and _server_matches(e["data"], {k: p[k] for k in ("method", "urlContains") if k in p})]
     made = _server_made(window, p)
     if made and not near:
@@ -451,11 +453,12 @@ def _judge_leaf_records(p: dict, obs: _Observation) -> dict:
                expected, "; the server did: %s" % "; ".join(observed[-3:]) if observed else "")}
     if near and not obs.open_since(window[0]["t"] if window else 0):
         # the request happened and the server did otherwise: final once a follow-up request had its chance
-        age = obs.now - near[-1]
-        if age >= RETRY_GRACE_MS:
+        came, hold = near[-1]
+        age = obs.now - came
+        if age >= max(RETRY_GRACE_MS, hold):
             out.update(decided=True, decidedBy="answered-otherwise")
         else:
-            out["retryAfterMs"] = round(RETRY_GRACE_MS - age)
+            out["retryAfterMs"] = round(max(RETRY_GRACE_MS, hold) - age)
     return out
 
 
