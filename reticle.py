@@ -19832,8 +19832,7 @@ def _judge_leaf_records(p: dict, obs: _Observation) -> dict:
         return {"pass": False, "assertion": "server.count", "expected": "%d × %s" % (p["count"], expected),
                 "observed": [_server_line(r) for r in matched[:8]], "decided": True, "decidedBy": "count-exceeded",
                 "failureReason": "expected exactly %d matching server request(s), saw %d" % (p["count"], len(matched))}
-    jobs = _jobs_undecided(matched, p)
-    if jobs is not None:
+    if (jobs := _jobs_undecided(matched, p)) is not None:  # 0 writes declared over a job that did nothing
         return jobs
     if matched and ("count" not in p or (len(matched) == p["count"] and not awaiting and not unsure)):
         return {"pass": True, "assertion": "server.present",
