@@ -289,3 +289,17 @@ def test_the_daemons_stores_tell_an_acting_tab_when_a_read_failed(tmp_path):
         await stores.close()
         c.close()
     asyncio.run(run())
+
+
+def test_a_json_items_secret_or_long_field_changing_alone_is_a_change(tmp_path):
+    """Items are compared as the file holds them, not as they are shown: a password reset (a secret field, shown
+    redacted) or an edit past the 300th character of a long text is an update, named without the secret."""
+    f = tmp_path / "users.json"
+    body = "x" * 400
+    f.write_text(json.dumps({"users": [{"id": 1, "password": "old-hunter2", "bio": body}]}))
+    r = reader("file://" + str(f), tmp_path)
+    f.write_text(json.dumps({"users": [{"id": 1, "password": "new-hunter2", "bio": body}]}))
+    got = r.poll()["changes"]
+    assert [(ch["op"], ch["key"]) for ch in got] == [("update", {"id": 1})] and "hunter2" not in json.dumps(got)
+    f.write_text(json.dumps({"users": [{"id": 1, "password": "new-hunter2", "bio": body + "y"}]}))
+    assert [(ch["op"], ch["key"]) for ch in r.poll()["changes"]] == [("update", {"id": 1})]

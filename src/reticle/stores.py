@@ -271,7 +271,8 @@ _JSON_KEYS = ("id", "_id", "uuid", "key", "slug")
 
 
 class _JsonReader:
-    """A JSON file (or a folder of .json files) an app keeps its data in.  A change is seen by the file's
+    """A JSON file (or a folder of .json files) an app keeps its data in, its items kept as the file holds them
+    (compared whole, rendered as evidence only when they changed).  A change is seen by the file's
     size and modification time, then its content's hash; its "tables" are the key paths to lists of
     objects (`notes` in {"notes": [...]}; a file holding a list is its own name), items keyed by their id
     (id, _id, uuid, key, slug) or else by content.  A file caught mid-write (not valid JSON) is read again
@@ -351,7 +352,7 @@ class _JsonReader:
         if not self._changed():
             return None
         snap = self._snapshot()
-        changes, uncompared = _diff_tables(self.snap, snap)
+        changes, uncompared = _diff_tables(self.snap, snap, lambda table, item: _store_row(item))
         self.snap = snap
         if not changes and not uncompared:
             return None
@@ -368,7 +369,7 @@ class _JsonReader:
             raise _StoreError("%s is too big to read (over %d bytes)" % (self.name, STORE_JSON_BYTES_CAP),
                              "check the rows another way", code="store_unavailable")
         found = [r for r in rows.values() if all(_same(r.get(k), v) for k, v in where.items())]
-        return found[:limit], len(found)
+        return [_store_row(r) for r in found[:limit]], len(found)
 
     def close(self) -> None:
         self.snap = {}
@@ -390,7 +391,7 @@ def _json_tables(value: Any, stem: str, prefix: str) -> Iterator[Tuple[str, Dict
         elif isinstance(v, dict) and depth < 3:
             if v and path and all(isinstance(x, dict) and any(not isinstance(y, (dict, list)) for y in x.values())
                                   for x in v.values()):  # an object of records (each with a field of its own)
-                yield path, {(("key",), (k,)): _store_row(dict(x, key=k)) for k, x in v.items()}
+                yield path, {(("key",), (k,)): dict(x, key=k) for k, x in v.items()}
                 return
             for k, x in v.items():
                 if isinstance(x, (list, dict)):
@@ -403,11 +404,11 @@ def _json_items(items: List[dict]) -> Dict[Any, Dict[str, Any]]:
     out: Dict[Any, Dict[str, Any]] = {}
     for x in items:
         if field is not None:
-            out[((field,), (x[field],))] = _store_row(x)
+            out[((field,), (x[field],))] = dict(x)
         else:
             digest = hashlib.sha256(json.dumps(x, sort_keys=True, default=str).encode()).hexdigest()[:16]
             n = sum(1 for k in out if k[1] == digest)
-            out[("#", digest, n)] = _store_row(x)
+            out[("#", digest, n)] = dict(x)
     return out
 
 
