@@ -15706,6 +15706,12 @@ STORE_ACT_CAP_MS = 120_000  # an act whose end was never said (it raised) stops 
 STORE_IDLE_DRAIN_MS = 60_000  # a PostgreSQL slot is drained this often while no tab acts (its WAL is let go)
 
 
+def _watched_stores(session: Any) -> Optional["_Stores"]:
+    """The stores the daemon of a tab watches, when it watches any (Storage truth); else None."""
+    stores = getattr(getattr(getattr(session, "bridge", None), "hub", None), "stores", None)
+    return stores if isinstance(stores, _Stores) and stores.watches else None
+
+
 # ---- the daemon's stores: watched while tabs act, commits pushed into the acting tabs' windows ----
 
 class _Acting(Protocol):
@@ -16388,8 +16394,8 @@ def _server_knowledge(session: "_BrowserSession", known: "_Known") -> None:
     """What a verdict knows of the tab's server beside its window: the tables its records have written
     (what its paths may name), and, for a tab no record ever reached while spans do reach the daemon,
     why none could be attributed (_SpanSources), named in a `server` check's unknown."""
-    stores = getattr(getattr(getattr(session, "bridge", None), "hub", None), "stores", None)
-    if stores is not None and stores.watches:
+    stores = _watched_stores(session)
+    if stores is not None:
         known.stores, known.store_tables, known.store_polled_at = stores.names(), stores.tables(), stores.polled_at
     if session.server_seen:
         known.server_tables = frozenset(w["table"].lower().split(".")[-1] for e in session.store.query(
@@ -20727,8 +20733,8 @@ async def _read_stored(session: Any, p: dict) -> Any:
     """`now: true`: the store's current rows of the table (read-only, on the stores' worker thread)."""
     if not p.get("now"):
         return None
-    stores = getattr(getattr(getattr(session, "bridge", None), "hub", None), "stores", None)
-    if stores is None or not stores.watches:
+    stores = _watched_stores(session)
+    if stores is None:
         return {"unwatched": True}
     return await stores.rows(p.get("store"), p["table"], p.get("where") or {}, 5)
 
@@ -25276,8 +25282,8 @@ async def _await_server_records(session: "_BrowserSession", since: float, budget
 async def _stores_caught_up(session: "_BrowserSession") -> bool:
     """Storage truth: every watched store read now, so a verdict judges what it committed up to here (a commit
     is on disk before the answer that follows it reaches the page).  -> whether a commit joined."""
-    stores = getattr(getattr(session.bridge, "hub", None), "stores", None)
-    if stores is None or not stores.watches:
+    stores = _watched_stores(session)
+    if stores is None:
         return False
     return bool(await stores.catch_up())
 
@@ -26204,19 +26210,13 @@ async def _tool_act(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "
     return await _act_once(session, args)
 
 
-def _stores_of(session: "_BrowserSession") -> Optional[_Stores]:
-    """The daemon's watched stores, when it watches any (Storage truth)."""
-    stores = getattr(getattr(session.bridge, "hub", None), "stores", None)
-    return stores if isinstance(stores, _Stores) and stores.watches else None
-
-
 async def _act_once(session: "_BrowserSession", args: dict, replayed: bool = False) -> dict:
     """One act, no verdict (reticle_act, a flow's act without `until`): its effect, journaled (marked
     `replayed` when a flow's replay made it)."""
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     pre = await _journey_anchor(session, args)
-    stores = _stores_of(session)
+    stores = _watched_stores(session)
     if stores is not None:  # what the store committed before the act is not the act's
         await stores.before_act(session)
     since = session.mark_act(args["action"])
@@ -26243,7 +26243,7 @@ async def _tool_act_sequence(hub: _Daemon, session: "_BrowserSession", args: dic
         except ToolError as exc:
             raise ToolError("step %d: %s" % (i, exc.error), exc.recovery, code=exc.code) from exc
     per_step = args.get("timeout_ms", 8000) / 1000.0
-    stores = _stores_of(session)
+    stores = _watched_stores(session)
     if stores is not None:
         await stores.before_act(session)
     since = session.mark_act(None)
@@ -26818,7 +26818,7 @@ async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict,
     if any(_PREDICATE_KINDS[leaf["kind"]].live for leaf, _ in _leaves(p)):
         already_true = bool(_judge(p, await _observe_now(session, p, session.now(), after_act=True))["pass"])
     anchor = await _journey_anchor(session, args)
-    stores = _stores_of(session)
+    stores = _watched_stores(session)
     if stores is not None:  # what the store committed before the act is not the act's
         await stores.before_act(session)
     since = session.mark_act(args["action"])

@@ -25,6 +25,7 @@ from .observation import _Observation, _ReadFailed, _leaf_key, _leaves
 from .predicates import _PREDICATE_KINDS, _describe_predicate, _frame_label
 from .server_judge import _jobs_running, _server_unreported
 from .store_judge import _store_awaited
+from .stores import _watched_stores
 from .tab import _BrowserSession, _Known
 from .util import _is_loopback_host, _normalise_origin, _short
 
@@ -245,8 +246,8 @@ async def _await_server_records(session: "_BrowserSession", since: float, budget
 async def _stores_caught_up(session: "_BrowserSession") -> bool:
     """Storage truth: every watched store read now, so a verdict judges what it committed up to here (a commit
     is on disk before the answer that follows it reaches the page).  -> whether a commit joined."""
-    stores = getattr(getattr(session.bridge, "hub", None), "stores", None)
-    if stores is None or not stores.watches:
+    stores = _watched_stores(session)
+    if stores is None:
         return False
     return bool(await stores.catch_up())
 

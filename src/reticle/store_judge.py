@@ -16,7 +16,7 @@ from .constants import STORE_LATE_MS
 from .events import _WRITE_METHODS, _call_failed, _call_label, _is_dev
 from .observation import _Observation, _leaf_key, _leaves
 from .server_judge import _ID_SEGMENT, _names_table, _path_row
-from .stores import _same
+from .stores import _same, _watched_stores
 from .tab import _Known
 from .util import _short
 
@@ -85,8 +85,8 @@ async def _read_stored(session: Any, p: dict) -> Any:
     """`now: true`: the store's current rows of the table (read-only, on the stores' worker thread)."""
     if not p.get("now"):
         return None
-    stores = getattr(getattr(getattr(session, "bridge", None), "hub", None), "stores", None)
-    if stores is None or not stores.watches:
+    stores = _watched_stores(session)
+    if stores is None:
         return {"unwatched": True}
     return await stores.rows(p.get("store"), p["table"], p.get("where") or {}, 5)
 

@@ -462,6 +462,12 @@ STORE_ACT_CAP_MS = 120_000  # an act whose end was never said (it raised) stops 
 STORE_IDLE_DRAIN_MS = 60_000  # a PostgreSQL slot is drained this often while no tab acts (its WAL is let go)
 
 
+def _watched_stores(session: Any) -> Optional["_Stores"]:
+    """The stores the daemon of a tab watches, when it watches any (Storage truth); else None."""
+    stores = getattr(getattr(getattr(session, "bridge", None), "hub", None), "stores", None)
+    return stores if isinstance(stores, _Stores) and stores.watches else None
+
+
 # ---- the daemon's stores: watched while tabs act, commits pushed into the acting tabs' windows ----
 
 class _Acting(Protocol):

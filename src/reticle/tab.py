@@ -26,6 +26,7 @@ from .errors import _TabGone, ToolError
 from .events import (_call_label, _event_type, _event_types, _hide_redirected_status, _is_write, _net_key_url,
     _request_key)
 from .server_records import _ServerTickets
+from .stores import _watched_stores
 from .util import _dumps, _origin_of, _short
 from .wire import _take_wire_status
 
@@ -485,8 +486,8 @@ def _server_knowledge(session: "_BrowserSession", known: "_Known") -> None:
     """What a verdict knows of the tab's server beside its window: the tables its records have written
     (what its paths may name), and, for a tab no record ever reached while spans do reach the daemon,
     why none could be attributed (_SpanSources), named in a `server` check's unknown."""
-    stores = getattr(getattr(getattr(session, "bridge", None), "hub", None), "stores", None)
-    if stores is not None and stores.watches:
+    stores = _watched_stores(session)
+    if stores is not None:
         known.stores, known.store_tables, known.store_polled_at = stores.names(), stores.tables(), stores.polled_at
     if session.server_seen:
         known.server_tables = frozenset(w["table"].lower().split(".")[-1] for e in session.store.query(

@@ -33,7 +33,7 @@ from .judge import _judge, _judge_final
 from .observation import _leaves
 from .observe import _locate_in, _observe, _observe_now
 from .predicates import _PREDICATE_KINDS, _deep_equal, _describe_predicate, _predicate_fail, parse_predicate
-from .stores import _Stores
+from .stores import _watched_stores
 from .tab import _BrowserSession
 from .timeline import _timeline, _timeline_svg
 from .util import _dumps, _file_uri, _is_loopback_host, _redact, _short, _write_private
@@ -157,19 +157,13 @@ async def _tool_act(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "
     return await _act_once(session, args)
 
 
-def _stores_of(session: "_BrowserSession") -> Optional[_Stores]:
-    """The daemon's watched stores, when it watches any (Storage truth)."""
-    stores = getattr(getattr(session.bridge, "hub", None), "stores", None)
-    return stores if isinstance(stores, _Stores) and stores.watches else None
-
-
 async def _act_once(session: "_BrowserSession", args: dict, replayed: bool = False) -> dict:
     """One act, no verdict (reticle_act, a flow's act without `until`): its effect, journaled (marked
     `replayed` when a flow's replay made it)."""
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     pre = await _journey_anchor(session, args)
-    stores = _stores_of(session)
+    stores = _watched_stores(session)
     if stores is not None:  # what the store committed before the act is not the act's
         await stores.before_act(session)
     since = session.mark_act(args["action"])
@@ -196,7 +190,7 @@ async def _tool_act_sequence(hub: _Daemon, session: "_BrowserSession", args: dic
         except ToolError as exc:
             raise ToolError("step %d: %s" % (i, exc.error), exc.recovery, code=exc.code) from exc
     per_step = args.get("timeout_ms", 8000) / 1000.0
-    stores = _stores_of(session)
+    stores = _watched_stores(session)
     if stores is not None:
         await stores.before_act(session)
     since = session.mark_act(None)
@@ -771,7 +765,7 @@ async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict,
     if any(_PREDICATE_KINDS[leaf["kind"]].live for leaf, _ in _leaves(p)):
         already_true = bool(_judge(p, await _observe_now(session, p, session.now(), after_act=True))["pass"])
     anchor = await _journey_anchor(session, args)
-    stores = _stores_of(session)
+    stores = _watched_stores(session)
     if stores is not None:  # what the store committed before the act is not the act's
         await stores.before_act(session)
     since = session.mark_act(args["action"])
