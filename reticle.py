@@ -105,6 +105,7 @@ import secrets
 import shlex
 import shutil
 import signal
+import socket
 import sqlite3
 import stat
 import subprocess
@@ -8805,6 +8806,7 @@ RETRY_GRACE_MS = 250                       # a write answered otherwise is final
 OBSERVE_MAX_BYTES = 32 * 1024             # one reticle_observe answer; `next` pages on
 NAV_WAIT_S = 10.0                          # how long a verdict waits for a tab's next document
 STRANDED_NOTE = "a page without Reticle's script tag"  # what a stranded tab left for (observe, judge)
+DEVICE_LOST_NOTE = "the device's browser connection was lost"  # how a device whose browser went starts its why
 STRANDED_MS = 1500.0                       # a tagged tab whose socket left this long ago, no page back: stranded
 ARRIVAL_WAIT_MS = 2000.0                   # how long a new document's hello waits for its first events
 _PAGE_BLIND_SPOTS = ("cross-origin-iframe", "closed-shadow-root")  # page parts no SDK can read (levels)
@@ -8912,6 +8914,9 @@ _ERROR_CODES: Dict[str, str] = {
     "device_budget": "the device-start budget of this period is spent",
     "browser_missing": "no Chromium-family browser was found to start a device",
     "browser_failed": "the device's browser failed to start, exited or stopped answering",
+    "endpoint_unreachable": "the CDP endpoint does not answer, refuses or speaks another protocol (the fix is named)",
+    "endpoint_refused": "a CDP endpoint named by a tool call, or on a host nobody named: only the user names one",
+    "attach_no_match": "no tab of the endpoint's browser shows that URL (its tabs are listed)",
     "input_refused": "a page asked for real input outside an act, or for an action a device cannot dispatch",
     "fault_limit": "the tab already has as many faults as allowed",
     "fault_not_found": "no fault of yours has that id on this tab",
@@ -12702,6 +12707,209 @@ class _SessionSigner:
                 return False
         return True
 #: end src/reticle/signing.py
+
+
+#: begin src/reticle/endpoints.py
+###############################################################################
+# Browsers Reticle did not start: CDP endpoints ###############################
+###############################################################################
+# A CDP endpoint is full control of a browser, so only the user names one: `reticle serve --cdp-endpoint
+# URL` (or `verify --cdp-endpoint`) and RETICLE_CDP_ENDPOINT, never a page or a tool call.  An
+# `http(s)://host:port` endpoint is asked `/json/version` for its browser's DevTools WebSocket; a `ws(s)://`
+# URL is used as given, query string included, and nothing else is asked of it (a container's or a
+# hosted browser's proxy may serve no `/json` routes).  A device on an endpoint is a browser context of
+# its own there, made so that it is disposed when Reticle's connection ends, or the user's own tab,
+# attached and later detached: the daemon never closes the browser, nor a window or tab it did not open.
+#
+# A query string often carries the endpoint's token: an endpoint is shown (in logs, answers, errors and
+# /status) with its query and user info cut out.
+
+CDP_ENDPOINT_ENV = "RETICLE_CDP_ENDPOINT"   # endpoints separated by whitespace, as --cdp-endpoint names them
+ENDPOINT_TIMEOUT_S = 10.0                 # discovery, the socket's opening and its first answer
+_WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]")
+_CHROME_HINT = ("start Chrome or Chromium with --remote-debugging-port=9222 (and a --user-data-dir of its own; "
+                "in a container also --remote-debugging-address=0.0.0.0 and the port published), then retry")
+
+
+class _Endpoint:
+    """One CDP endpoint the user named: where it is, how it is shown, how many devices use it."""
+
+    def __init__(self, raw: str, by: str) -> None:
+        self.raw = raw.strip()
+        self.by = by                               # "--cdp-endpoint" or the variable's name
+        parts = urllib.parse.urlsplit(self.raw)
+        self.scheme = parts.scheme.lower()
+        self.host = (parts.hostname or "").lower()
+        self.port = parts.port or {"http": 80, "ws": 80, "https": 443, "wss": 443}.get(self.scheme, 0)
+        self.discover = self.scheme in ("http", "https")
+        shown_host = "[%s]" % self.host if ":" in self.host else self.host
+        self.shown = "%s://%s:%d%s%s" % (self.scheme, shown_host, self.port, parts.path if not self.discover else "",
+                                          "?..." if parts.query else "")
+        self.devices = 0
+        self.browser = ""                          # what Browser.getVersion said, once a device connected
+
+    @property
+    def loopback(self) -> bool:
+        return _is_loopback_host(self.host)
+
+    def describe(self) -> dict:
+        return {"endpoint": self.shown, "by": self.by, "devices": self.devices, "browser": self.browser or None}
+
+
+def _parse_endpoint(raw: str, by: str) -> _Endpoint:
+    """An endpoint as the user wrote it -> _Endpoint (ConfigError saying what is accepted otherwise)."""
+    accepted = ("accepted: http://HOST:PORT (a browser started with --remote-debugging-port=PORT, asked "
+                "/json/version) or ws://HOST:PORT/devtools/browser/ID, wss://..., query string kept")
+    try:
+        parts = urllib.parse.urlsplit(raw.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError("%s: %r is not a URL (%s); %s" % (by, _short(raw, 120), exc, accepted)) from None
+    if parts.scheme.lower() not in ("http", "https", "ws", "wss") or not parts.hostname:
+        raise ConfigError("%s: %r is not a CDP endpoint; %s" % (by, _short(raw, 120), accepted))
+    if parts.scheme.lower() in ("http", "https") and (parts.query or parts.path.strip("/")):
+        raise ConfigError("%s: an http endpoint is the browser's address alone (http://HOST:PORT); for a URL with "
+                          "a path or a token, give the WebSocket URL (ws://... or wss://...)" % by)
+    if port is None and parts.scheme.lower() in ("http", "ws"):
+        raise ConfigError("%s: %r names no port; Chrome's DevTools listen on the port of "
+                          "--remote-debugging-port (9222 by custom)" % (by, _short(raw, 120)))
+    return _Endpoint(raw, by)
+
+
+def _parse_endpoints(given: List[str], env_value: str) -> List[_Endpoint]:
+    """The endpoints of the command line, then of RETICLE_CDP_ENDPOINT (whitespace-separated), without repeats."""
+    seen: List[_Endpoint] = []
+    for raw, by in [(g, "--cdp-endpoint") for g in given] + [(e, CDP_ENDPOINT_ENV) for e in env_value.split()]:
+        ep = _parse_endpoint(raw, by)
+        if all(x.raw != ep.raw for x in seen):
+            seen.append(ep)
+    return seen
+
+
+def _endpoint_failure(ep: _Endpoint, what: str, recovery: str = _CHROME_HINT) -> ToolError:
+    return ToolError("the CDP endpoint %s (%s) %s" % (ep.shown, ep.by, what), recovery, code="endpoint_unreachable")
+
+
+def _refused_connection(exc: BaseException) -> bool:
+    return isinstance(exc, (ConnectionRefusedError, socket.gaierror)) or "refused" in str(exc).lower()
+
+
+async def _discover(ep: _Endpoint) -> str:
+    """An http endpoint's browser WebSocket URL, from /json/version.  A URL there on loopback or a wildcard
+    address (what Chrome names when reached through a port mapping or a proxy) is reached through the host
+    and port the user named; one on any other host was not named by the user and is refused."""
+    url = "%s://%s:%d/json/version" % (ep.scheme, "[%s]" % ep.host if ":" in ep.host else ep.host, ep.port)
+    client = tornado.httpclient.AsyncHTTPClient()
+    try:
+        resp = await client.fetch(url, connect_timeout=ENDPOINT_TIMEOUT_S, request_timeout=ENDPOINT_TIMEOUT_S,
+                                  raise_error=False, follow_redirects=False)
+    except Exception as exc:  # refused, unresolvable, timed out: the browser is not there
+        if _refused_connection(exc):
+            raise _endpoint_failure(ep, "refused the connection: nothing listens there (%s)"
+                                    % _short(str(exc), 120)) from None
+        raise _endpoint_failure(ep, "did not answer /json/version within %g s (%s)" % (
+            ENDPOINT_TIMEOUT_S, _short(str(exc), 120))) from None
+    body = (resp.body or b"")[:4096].decode("utf-8", "replace")
+    if resp.code == 599:
+        raise _endpoint_failure(ep, "could not be reached (%s)" % _short(str(resp.error), 160))
+    if "Host header is specified and is not an IP address or localhost" in body:
+        raise _endpoint_failure(ep, "refused the request: Chrome answers DevTools requests whose Host is an IP "
+                                "address or localhost only", "name the endpoint by its IP address "
+                                "(http://172.17.0.2:9222, not a host name), or give its ws:// URL")
+    try:
+        found = json.loads(body) if resp.code == 200 else None
+    except ValueError:
+        found = None
+    ws = found.get("webSocketDebuggerUrl") if isinstance(found, dict) else None
+    if not isinstance(ws, str) or not ws.startswith(("ws://", "wss://")):
+        raise _endpoint_failure(ep, "answered /json/version with HTTP %d and %s, not a DevTools endpoint's "
+                                "description (another program listens on that port?)"
+                                % (resp.code, repr(_short(body, 80)) if body else "no body"),
+                                "check the port: Chrome's is the one of --remote-debugging-port; " + _CHROME_HINT)
+    ep.browser = str(found.get("Browser", ""))[:80] if isinstance(found, dict) else ""
+    return _named_host(ep, ws)
+
+
+def _named_host(ep: _Endpoint, ws: str) -> str:
+    parts = urllib.parse.urlsplit(ws)
+    host = (parts.hostname or "").lower()
+    if host == ep.host or _is_loopback_host(host) or host in _WILDCARD_HOSTS:
+        netloc = "%s:%d" % ("[%s]" % ep.host if ":" in ep.host else ep.host, ep.port)
+        scheme = "wss" if ep.scheme == "https" else "ws"
+        return urllib.parse.urlunsplit((scheme, netloc, parts.path, parts.query, ""))
+    raise ToolError("the CDP endpoint %s handed out a DevTools URL on another host (%s), which nobody named; "
+                    "a CDP endpoint is full control of a browser, so Reticle connects only where the user "
+                    "points it" % (ep.shown, host), "name that URL itself with --cdp-endpoint ws://%s:PORT/... "
+                    "or RETICLE_CDP_ENDPOINT" % host, code="endpoint_refused")
+
+
+async def _connect_endpoint(ep: _Endpoint, cdp: _CdpClient) -> None:
+    """Open `cdp` to the endpoint's browser (asking /json/version first for an http endpoint) and check that
+    it speaks CDP (Browser.getVersion); every failure a ToolError naming the endpoint and the fix."""
+    ws = await _discover(ep) if ep.discover else ep.raw
+    try:
+        await cdp.connect(ws, timeout=ENDPOINT_TIMEOUT_S)
+    except tornado.httpclient.HTTPClientError as exc:
+        if exc.code in (401, 403):
+            raise _endpoint_failure(ep, "refused the DevTools connection (HTTP %d)" % exc.code,
+                                    "check the token in the endpoint's URL; a Chrome that checks origins takes "
+                                    "--remote-allow-origins=*") from None
+        if exc.code == 404:
+            raise _endpoint_failure(ep, "has no DevTools socket at that path (HTTP 404): the browser it named "
+                                    "has gone, or the URL is not a browser's", "give the current ws:// URL, or "
+                                    "the browser's http://HOST:PORT") from None
+        raise _endpoint_failure(ep, "did not open a WebSocket (HTTP %d): it speaks another protocol" % exc.code,
+                                "check that the URL is a DevTools endpoint; " + _CHROME_HINT) from None
+    except Exception as exc:  # refused, reset, timed out
+        if _refused_connection(exc):
+            raise _endpoint_failure(ep, "refused the connection: nothing listens there") from None
+        raise _endpoint_failure(ep, "could not be reached within %g s (%s)" % (
+            ENDPOINT_TIMEOUT_S, _short(str(exc) or type(exc).__name__, 120))) from None
+    try:
+        version = await cdp.call("Browser.getVersion", timeout=ENDPOINT_TIMEOUT_S)
+    except ToolError as exc:
+        cdp.close()
+        raise _endpoint_failure(ep, "opened a WebSocket but did not answer as a DevTools endpoint (%s): it "
+                                "speaks another protocol" % _short(exc.error, 120),
+                                "check that the URL is a browser's DevTools endpoint; " + _CHROME_HINT) from None
+    ep.browser = str(version.get("product", ep.browser))[:80]
+
+
+def _local_address(cdp: _CdpClient) -> Optional[str]:
+    """This machine's address on the connection to an endpoint: where that browser's host reaches it back."""
+    ws: Any = getattr(cdp, "_ws", None)
+    stream = getattr(getattr(ws, "protocol", None), "stream", None) or getattr(ws, "stream", None)
+    sock = getattr(stream, "socket", None)
+    try:
+        return str(sock.getsockname()[0]) if sock is not None else None
+    except OSError:
+        return None
+
+
+def _pick_endpoint(endpoints: List[_Endpoint]) -> Optional[_Endpoint]:
+    """The endpoint the next device goes to: the one with the fewest devices, the first named on a tie."""
+    return min(endpoints, key=lambda ep: ep.devices) if endpoints else None
+
+
+def _match_tab(targets: List[dict], url: str) -> Tuple[Optional[dict], List[str]]:
+    """The user's tab to attach to for `url`: a page target showing exactly that URL, else one whose URL
+    starts with it, else one on the same origin and path (query and fragment aside); the most recently
+    listed of several (Chrome lists the newest first).  -> (target or None, the URLs of the pages seen)."""
+    pages = [t for t in targets if isinstance(t, dict) and t.get("type") == "page"
+             and not str(t.get("url", "")).startswith(("devtools://", "chrome://", "chrome-extension://"))]
+    seen = [_short(str(t.get("url", "")), 120) for t in pages]
+    want = urllib.parse.urlsplit(url)
+
+    def same_page(t: dict) -> bool:
+        got = urllib.parse.urlsplit(str(t.get("url", "")))
+        return (got.scheme, got.netloc.lower(), got.path or "/") == (want.scheme, want.netloc.lower(), want.path or "/")
+
+    for fits in (lambda t: t.get("url") == url, lambda t: str(t.get("url", "")).startswith(url), same_page):
+        found = [t for t in pages if fits(t)]
+        if found:
+            return found[0], seen
+    return None, seen
+#: end src/reticle/endpoints.py
 
 
 #: begin src/reticle/middleware.py
@@ -18175,6 +18383,9 @@ class _DeviceHost(Protocol):
     def port(self) -> int: ...
 
     @property
+    def host(self) -> str: ...
+
+    @property
     def scheme(self) -> str: ...
 
     @property
@@ -18565,11 +18776,19 @@ class _Device(_TabDevice):
     page script sees one; the bridge accepts it from this device's session id
     alone, and it is never the pairing token."""
 
-    def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int]) -> None:
+    def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int],
+                 endpoint: Optional[_Endpoint] = None) -> None:
         """A browser Reticle starts and drives over CDP for one MCP client (`owner`): its process,
         profile, CDP client and page target, its relay tickets, and the browser's own record of the
-        requests its page made (to check the page's reports against)."""
+        requests its page made (to check the page's reports against).  With an `endpoint`, a browser
+        context of its own in a browser the user runs (endpoints.py), or the user's own tab (`attached`)."""
         self.manager = manager
+        self.endpoint = endpoint
+        self.attached = False                    # the user's own tab: detached, never closed, at the end
+        self.script_ids: List[str] = []          # what _prepare_page registered, removed when an attached tab is left
+        self.peer: Optional[str] = None          # an endpoint off loopback: the address its pages connect from
+        self.local: Optional[str] = None         # ... and this machine's address as that browser reaches it
+        self.lost: Optional[str] = None          # why the browser went away while the device lived
         self.id = "d" + secrets.token_hex(4)
         self.session_id = "device-" + self.id
         self.relay = _RelayTickets(self)
@@ -18612,14 +18831,22 @@ class _Device(_TabDevice):
         return self.relay.mint(context, page)
 
     def describe(self) -> dict:
-        return {"deviceId": self.id, "sessionId": self.session_id, "url": self.url,
-                "pid": self.proc.pid if self.proc is not None else None, "headed": self.headed,
-                "viewport": {"width": self.viewport[0], "height": self.viewport[1]},
-                "startedAt": _wall_iso(self.started_at)}
+        out = {"deviceId": self.id, "sessionId": self.session_id, "url": self.url,
+               "pid": self.proc.pid if self.proc is not None else None, "headed": self.headed,
+               "viewport": {"width": self.viewport[0], "height": self.viewport[1]},
+               "startedAt": _wall_iso(self.started_at)}
+        if self.endpoint is not None:
+            out["browser"] = {"endpoint": self.endpoint.shown, "product": self.endpoint.browser or None,
+                              "attached": self.attached}
+        return out
 
     def bridge_base(self) -> str:
+        """Where this device's pages open the bridge: this machine's loopback, or, for a browser on another
+        host, the address of this machine that host reached it by (the daemon must listen there)."""
         hub = self.manager.hub
-        return "%s://127.0.0.1:%d/reticle" % ("wss" if hub.scheme == "https" else "ws", hub.port)
+        host = self.local if self.peer is not None and self.local else "127.0.0.1"
+        return "%s://%s:%d/reticle" % ("wss" if hub.scheme == "https" else "ws",
+                                       "[%s]" % host if ":" in host else host, hub.port)
 
     def _scripts(self) -> Tuple[str, str]:
         """The two scripts of every document (injected_source, _RelayTickets.source), built once per set-up."""
@@ -18699,52 +18926,28 @@ class _Device(_TabDevice):
         return t0
 
     async def _prepare_page(self) -> None:
+        """Register the SDK and the relay for every document of the page, and the records the device reads;
+        the user's own tab (attached) keeps its size and focus."""
         width, height = self.viewport
         sdk, relay = self._scripts()
-        await asyncio.gather(
-            self.cdp.call("Runtime.addBinding", {"name": RELAY_BINDING, "executionContextName": RELAY_WORLD},
-                          self.page),
+        emulation = [] if self.attached else [
+            self.cdp.call("Emulation.setDeviceMetricsOverride",
+                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
+            self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page)]
+        got = await asyncio.gather(
             self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": sdk}, self.page),
             self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": relay, "worldName": RELAY_WORLD},
+                          self.page),
+            self.cdp.call("Runtime.addBinding", {"name": RELAY_BINDING, "executionContextName": RELAY_WORLD},
                           self.page),
             self.cdp.call("Runtime.enable", {}, self.page),  # Runtime.bindingCalled is sent only then
             # the browser's own record of the page's requests, against which the page's reports are checked
             self.cdp.call("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}, self.page),
-            self.cdp.call("Emulation.setDeviceMetricsOverride",
-                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
-            self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
-            self.cdp.call("Page.enable", {}, self.page))
+            self.cdp.call("Page.enable", {}, self.page), *emulation)
+        self.script_ids = [str(g.get("identifier")) for g in got[:2] if g.get("identifier")]
         if self.manager.hub.otel.stats["spans"]:  # the daemon hears OpenTelemetry: documents get trace context
             await self.manager.hub.faults.sync_device(self)
         self.scripts = None  # 240 KB a device need not keep: a fresh context builds them again
-
-    async def fresh_context(self) -> None:
-        """Move the device's page into a new, empty browser context: no cookies, storage, cache,
-        service workers or session storage from before.  The old tab and its context go; the
-        session id stays, so the new tab's SDK reconnects as the same session."""
-        context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
-        target = (await self.cdp.call("Target.createTarget", {"url": "about:blank", "browserContextId": context}))[
-            "targetId"]
-        page = (await self.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
-        old_target, old_context = self.target, self.context
-        self.target, self.page, self.context = target, page, context
-
-        async def close_old() -> None:
-            try:
-                await self.cdp.call("Target.closeTarget", {"targetId": old_target})
-            except _CdpError as exc:  # already gone: nothing of it is left to leak
-                _emit(_device_log, logging.INFO, "device_old_tab_gone", deviceId=self.id, why=str(exc))
-
-        await asyncio.gather(self._prepare_page(), close_old())
-        await self.manager.hub.faults.sync_device(self)  # the tab's faults follow it into the new context
-        if old_context:  # its renderer winds down on its own time; the next page need not wait for it
-            self.manager.hub.spawn(self._dispose(old_context))
-
-    async def _dispose(self, context: str) -> None:
-        try:
-            await self.cdp.call("Target.disposeBrowserContext", {"browserContextId": context})
-        except _CdpError as exc:
-            _emit(_device_log, logging.INFO, "device_context_kept", deviceId=self.id, why=str(exc))
 
     def _on_event(self, method: str, params: dict, session: Optional[str]) -> None:
         if session == self.page and method == "Runtime.bindingCalled" and params.get("name") == RELAY_BINDING:
@@ -18791,6 +18994,178 @@ class _Device(_TabDevice):
 
     async def layout(self) -> dict:
         return await self.cdp.call("Page.getLayoutMetrics", {}, self.page)
+
+
+async def _fresh_context(device: _Device) -> None:
+    """Move the device's page into a new, empty browser context: no cookies, storage, cache,
+    service workers or session storage from before.  The old tab and its context go; the
+    session id stays, so the new tab's SDK reconnects as the same session."""
+    context = (await device.cdp.call("Target.createBrowserContext", _context_params(device)))["browserContextId"]
+    target = (await device.cdp.call("Target.createTarget", {"url": "about:blank", "browserContextId": context}))[
+        "targetId"]
+    page = (await device.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
+    old_target, old_context = device.target, device.context
+    device.target, device.page, device.context = target, page, context
+
+    async def close_old() -> None:
+        try:
+            await device.cdp.call("Target.closeTarget", {"targetId": old_target})
+        except _CdpError as exc:  # already gone: nothing of it is left to leak
+            _emit(_device_log, logging.INFO, "device_old_tab_gone", deviceId=device.id, why=str(exc))
+
+    await asyncio.gather(device._prepare_page(), close_old())
+    await device.manager.hub.faults.sync_device(device)  # the tab's faults follow it into the new context
+    if old_context:  # its renderer winds down on its own time; the next page need not wait for it
+        device.manager.hub.spawn(_dispose_context(device, old_context))
+
+async def _dispose_context(device: _Device, context: str) -> None:
+    try:
+        await device.cdp.call("Target.disposeBrowserContext", {"browserContextId": context})
+    except _CdpError as exc:
+        _emit(_device_log, logging.INFO, "device_context_kept", deviceId=device.id, why=str(exc))
+
+
+# ---- a device in a browser Reticle did not start (endpoints.py): its own context there, or the user's tab ----
+
+def _context_params(device: _Device) -> dict:
+    """A new browser context of a device's: on an endpoint, disposed by the browser when Reticle's
+    connection ends (a daemon killed mid-run leaves nothing open in the user's browser)."""
+    return {"disposeOnDetach": True} if device.endpoint is not None else {}
+
+
+async def _remote_connect(device: _Device) -> None:
+    """Connect a device to its endpoint's browser (endpoint_unreachable naming the endpoint and the fix
+    otherwise), learn where that browser reaches this daemon, and end the device when the connection goes."""
+    ep = device.endpoint
+    assert ep is not None
+    t0 = time.monotonic()
+    await _connect_endpoint(ep, device.cdp)
+    device.phases["connectMs"] = round((time.monotonic() - t0) * 1000)
+    if not ep.loopback:  # its pages open the bridge from that host, to this machine's address on the link
+        sock = getattr(getattr(getattr(device.cdp, "_ws", None), "protocol", None), "stream", None)
+        peer = getattr(getattr(sock, "socket", None), "getpeername", None)
+        device.peer = str(peer()[0]) if peer is not None else ep.host
+        device.local = _local_address(device.cdp)
+        hub_host = device.manager.hub.host
+        if hub_host not in ("0.0.0.0", "::", "") and hub_host != device.local:
+            device.cdp.close()
+            raise ToolError("the browser at %s is on another host, and its pages could not reach this daemon, "
+                            "which listens on %s only" % (ep.shown, hub_host),
+                            "serve with --host 0.0.0.0 (or --host %s; RETICLE_TOKEN set, 32 characters or more) "
+                            "so that its pages reach the bridge, or run the browser on this machine's network"
+                            % (device.local or "this machine's address"), code="endpoint_unreachable")
+    device.scripts = None  # built again with the bridge address of this connection
+    reader = device.cdp.reader
+    assert reader is not None
+
+    def gone(_: Any) -> None:
+        if not device.closed:
+            device.lost = ("%s: the DevTools connection to %s closed (the browser exited, or the link to it "
+                           "broke); what the act did after that is not known, and reticle_open starts a new device"
+                           % (DEVICE_LOST_NOTE, ep.shown))
+            device.manager.hub.spawn(device.manager.close(device, "the browser connection was lost"))
+
+    reader.add_done_callback(gone)
+
+
+async def _remote_start(device: _Device, url: str) -> None:
+    """A device on an endpoint: a browser context of its own there, a new tab in it, the SDK registered,
+    `url` loaded."""
+    await _remote_connect(device)
+    t0 = time.monotonic()
+    device.context = (await device.cdp.call("Target.createBrowserContext", _context_params(device)))[
+        "browserContextId"]
+    device.target = (await device.cdp.call("Target.createTarget", {"url": "about:blank",
+                                                                   "browserContextId": device.context}))["targetId"]
+    device.page = (await device.cdp.call("Target.attachToTarget", {"targetId": device.target, "flatten": True}))[
+        "sessionId"]
+    device.cdp.listeners.append(device._on_event)
+    await device._prepare_page()
+    device.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
+    await device.navigate(url)
+
+
+async def _remote_attach(device: _Device, url: str) -> None:
+    """The user's own tab showing `url` (endpoints._match_tab), attached: the SDK registered for its next
+    documents and run in the one it shows now (the relay in its isolated world), nothing reloaded."""
+    await _remote_connect(device)
+    targets = (await device.cdp.call("Target.getTargets")).get("targetInfos", [])
+    found, seen = _match_tab(targets, url)
+    if found is None:
+        device.cdp.close()
+        raise ToolError("no tab of the browser at %s shows %s; its tabs: %s" % (
+            device.endpoint.shown if device.endpoint else "?", url[:200], "; ".join(seen[:10]) or "none"),
+            "pass the URL of one of those tabs, or open %s in that browser first" % url[:200], code="attach_no_match")
+    device.attached = True
+    device.target, device.context = found["targetId"], found.get("browserContextId")
+    device.url = str(found.get("url", url))[:4096]
+    device.page = (await device.cdp.call("Target.attachToTarget", {"targetId": device.target, "flatten": True}))[
+        "sessionId"]
+    device.cdp.listeners.append(device._on_event)
+    await device._prepare_page()
+    sdk, relay = device._scripts()
+    await device.cdp.call("Runtime.evaluate", {"expression": sdk}, device.page)
+    world = await device.cdp.call("Page.createIsolatedWorld", {"frameId": device.target, "worldName": RELAY_WORLD},
+                                  device.page)
+    await device.cdp.call("Runtime.evaluate", {"expression": relay, "contextId": world.get("executionContextId")},
+                          device.page)
+
+
+async def _start_device(device: _Device, url: str, viewport: Tuple[int, int], exe: Optional[str],
+                        attach: bool) -> None:
+    """Start a device on `url`: a spare adopted (no `exe`), the user's tab attached, a context of its own on an
+    endpoint, or a browser launched from `exe`."""
+    if device.endpoint is not None:
+        device.endpoint.devices += 1
+    if exe is None:
+        await device.adopt(url, viewport)
+    elif attach:
+        await _remote_attach(device, url)
+    elif device.endpoint is not None:
+        await _remote_start(device, url)
+    else:
+        await device.start(exe, url)
+
+
+def _attach_refusal(endpoints: List[_Endpoint], with_options: bool) -> None:
+    """Refuse an attach with no endpoint to attach in, or with options that would change the user's tab."""
+    if not endpoints:
+        raise ToolError("attach reads a tab of a browser you already run, and this daemon was given none",
+                        "start that browser with --remote-debugging-port=9222 and the daemon with "
+                        "`reticle serve --cdp-endpoint http://127.0.0.1:9222` (or RETICLE_CDP_ENDPOINT)",
+                        code="bad_argument")
+    if with_options:
+        raise ToolError("attach uses the user's tab as it is: fresh, auth and headed do not go with it",
+                        "drop them, or open a device of its own (without attach)", code="bad_argument")
+
+
+async def _remote_release(device: _Device) -> None:
+    """The end of a device on an endpoint: its own context disposed (its tabs with it), or the user's tab left
+    as it was (Reticle's scripts, binding and records removed, the tab detached); the browser stays."""
+    assert device.endpoint is not None
+    device.endpoint.devices -= 1
+    try:
+        await asyncio.wait_for(_remote_let_go(device), 5.0)
+    except asyncio.TimeoutError:
+        _emit(_device_log, logging.INFO, "device_release_failed", deviceId=device.id, why="timed out")
+
+
+async def _remote_let_go(device: _Device) -> None:
+    cdp, page = device.cdp, device.page
+    if cdp.closed:
+        return
+    try:
+        if device.attached and page:
+            await asyncio.gather(*[cdp.call("Page.removeScriptToEvaluateOnNewDocument", {"identifier": i}, page,
+                                            timeout=2.0) for i in device.script_ids],
+                                 cdp.call("Runtime.removeBinding", {"name": RELAY_BINDING}, page, timeout=2.0),
+                                 cdp.call("Network.disable", {}, page, timeout=2.0),
+                                 cdp.call("Fetch.disable", {}, page, timeout=2.0), return_exceptions=True)
+            await cdp.call("Target.detachFromTarget", {"sessionId": page}, timeout=2.0)
+        elif device.context:
+            await cdp.call("Target.disposeBrowserContext", {"browserContextId": device.context}, timeout=3.0)
+    except _CdpError as exc:
+        _emit(_device_log, logging.INFO, "device_release_failed", deviceId=device.id, why=str(exc)[:200])
 
 
 # ---- a logged-in start: a setup flow's browser state, read from and restored into a device over CDP ----
@@ -18995,7 +19370,7 @@ class _SparePool:
     def top_up(self) -> None:
         """Start spares in the background until `want` are kept, within max_devices."""
         manager = self.manager
-        while (len(self.spares) < self.want and not manager.hub.stop_reason
+        while (len(self.spares) < self.want and not manager.hub.stop_reason and not manager.endpoints
                and len(manager.devices) + len(self.spares) < manager.max_devices):
             try:
                 exe = _find_browser()
@@ -19070,6 +19445,7 @@ class _DeviceManager:
         self._idle_timer: Any = None
         self.pool = _SparePool(self)
         self.asked_at: Optional[float] = None  # when a device was last asked for (spares idle out after)
+        self.endpoints: List[_Endpoint] = []   # browsers the user runs (--cdp-endpoint): devices open there
 
     @property
     def spares(self) -> List[_Device]:
@@ -19087,12 +19463,16 @@ class _DeviceManager:
         return self.records.reap_orphans()
 
     # -- lookups --------------------------------------------------------------
-    def for_ticket(self, ticket: Optional[str]) -> Tuple[Optional[_Device], str]:
-        """(the device whose relay was given `ticket`, 'ok' | 'used' | 'void'); an 'ok' spends it."""
+    def for_ticket(self, ticket: Optional[str], peer: str = "127.0.0.1") -> Tuple[Optional[_Device], str]:
+        """(the device whose relay was given `ticket`, 'ok' | 'used' | 'void'); an 'ok' spends it.  A ticket
+        counts from this machine (`peer` loopback), or from the host of the device's own browser when that
+        runs on another host (a CDP endpoint off loopback), never from another."""
         if not ticket:
             return None, "void"
         for device in self.devices.values():
             if device.relay.holds(ticket):
+                if not _is_loopback_host(peer) and peer != device.peer:
+                    return None, "void"
                 return device, device.relay.redeem(ticket)
         return None, "void"
 
@@ -19136,41 +19516,42 @@ class _DeviceManager:
                         "close one with reticle_close, wait, or raise RETICLE_MAX_DEVICES", code="device_limit")
 
     async def open(self, key: str, url: str, headed: bool = False, viewport: Optional[Tuple[int, int]] = None,
-                   fresh: bool = False, auth: Optional[dict] = None) -> Tuple[_Device, bool]:
+                   fresh: bool = False, auth: Optional[dict] = None, attach: bool = False) -> Tuple[_Device, bool]:
         """The caller's device on `url` (reused when it has one; in a new, empty browser context
-        when `fresh`; starting from a setup flow's saved state `auth`) -> (device, started)."""
+        when `fresh`; starting from a setup flow's saved state `auth`; the user's own tab showing `url`
+        in the browser of a CDP endpoint when `attach`) -> (device, started)."""
         viewport = viewport or DEVICE_VIEWPORT
+        if attach:
+            _attach_refusal(self.endpoints, fresh or auth is not None or headed)
         own = self.owned_by(key)
         if own is not None and not own.ready:
             raise ToolError("this caller's device is still starting.", "wait for the reticle_open that started it",
                             code="device_starting")
-        if own is not None and own.headed == headed and own.viewport == viewport and not own.cdp.closed:
+        if (own is not None and own.headed == headed and own.viewport == viewport and not own.cdp.closed
+                and not attach and not own.attached):
             await self.load(own, url, fresh, auth)
             self.touch(key)
             return own, False
         if own is not None:
             await self.close(own, "replaced by a device with other settings")
         self.asked_at = time.monotonic()
-        spare_fits = bool(self.spares) and not headed  # an adopted spare takes no new place
+        spare_fits = bool(self.spares) and not headed and not self.endpoints  # an adopted spare takes no new place
         self.budget.check(key)
         if not spare_fits:
             await self._make_room()  # a device counts from the moment it starts, a spare from its launch
-        exe = _find_browser()
+        exe = "" if self.endpoints else _find_browser()
         self.budget.spend(key)
         device = (await self.pool.take()) if spare_fits else None
         spare = device is not None
         if device is None:
-            device = _Device(self, key, headed, viewport)
+            device = _Device(self, key, headed, viewport, _pick_endpoint(self.endpoints))
         device.owner = key
         device.auth_pending = auth
         self.devices[device.id] = device
         self.touch(key)
         try:
             t0 = time.monotonic()
-            if spare:
-                await device.adopt(url, viewport)
-            else:
-                await device.start(exe, url)
+            await _start_device(device, url, viewport, exe if not spare else None, attach)
             await self.wait_connected(device, -1)
             device.phases["connectedMs"] = round((time.monotonic() - t0) * 1000)
         except BaseException as exc:
@@ -19182,8 +19563,10 @@ class _DeviceManager:
         device.ready = True
         self._ensure_idle_timer()
         self.touch(key)
-        _emit(_device_log, logging.INFO, "device_started", deviceId=device.id, pid=device.proc.pid,
-              sessionId=device.session_id, headed=headed, browser=exe, spare=spare, **device.phases)
+        _emit(_device_log, logging.INFO, "device_started", deviceId=device.id,
+              pid=device.proc.pid if device.proc is not None else None, sessionId=device.session_id, headed=headed,
+              browser=device.endpoint.shown if device.endpoint is not None else exe, attached=device.attached,
+              spare=spare, **device.phases)
         if not key.startswith("cli:"):  # `reticle drive`/`demo` open one device and end: no spare for them
             self.pool.top_up()
         return device, True
@@ -19197,6 +19580,10 @@ class _DeviceManager:
             # chrome: or view-source:, and a fresh replay must not open it
             raise ToolError("a device opens http: and https: pages only, not %r" % url[:200],
                             'use a full URL such as "http://localhost:5173/"', setup=True, code="bad_argument")
+        if device.attached and (fresh or auth is not None):
+            raise ToolError("the device is the user's own tab (attached): it is never moved to a new, empty browser "
+                            "context", "open a device of its own (reticle_open without attach) for a fresh start",
+                            code="bad_argument")
         if device.loading is None:
             device.loading = asyncio.Lock()
         async with device.loading:  # two loads at once would each close the tab the other made
@@ -19204,7 +19591,7 @@ class _DeviceManager:
             generation = session.generation if session is not None else -1
             try:
                 if fresh or auth is not None:
-                    await device.fresh_context()
+                    await _fresh_context(device)
                 device.auth_pending = auth
                 await device.navigate(url)
             except _CdpError as exc:
@@ -19242,8 +19629,10 @@ class _DeviceManager:
         self.devices.pop(device.id, None)
         if device in self.spares:
             self.spares.remove(device)
+        if device.endpoint is not None:  # never the user's browser, windows or tabs (a close runs once)
+            await _remote_release(device)
         try:
-            if not device.cdp.closed:
+            if not device.cdp.closed and device.endpoint is None:
                 await asyncio.wait_for(device.cdp.call("Browser.close", timeout=2.0), 2.5)
         except (_CdpError, asyncio.TimeoutError):
             pass
@@ -19283,23 +19672,24 @@ class _DeviceManager:
 
     # -- trusted input ------------------------------------------------------------
     def on_input(self, session: _BrowserSession, msg: dict) -> None:
-        """The SDK of a device asks for real input during an act; answer on its socket."""
-        device = self.for_session(session.id)
-        rid = msg.get("id")
+        """The SDK of a device asks for real input during an act; answer on its socket (_device_input)."""
+        self.hub.spawn(_device_input(self, session, msg))
 
-        async def run() -> None:
-            reply: Dict[str, Any] = {"kind": "input_result", "id": rid, "ok": True}
-            try:
-                if device is None or device.closed or not device.acting:
-                    raise ToolError("real input is only dispatched in a device while an act runs", code="input_refused")
-                await device.inputs.dispatch(msg)
-            except (ToolError, ValueError, TypeError) as exc:  # _CdpError is a ToolError; bad numbers too
-                reply = {"kind": "input_result", "id": rid, "ok": False, "error": str(exc)[:500]}
-            handler = session.handler
-            if handler is not None:
-                handler.send_json(reply)
 
-        self.hub.spawn(run())
+async def _device_input(manager: _DeviceManager, session: _BrowserSession, msg: dict) -> None:
+    """Dispatch the real input a device's SDK asked for during an act, and answer on its socket."""
+    device = manager.for_session(session.id)
+    rid = msg.get("id")
+    reply: Dict[str, Any] = {"kind": "input_result", "id": rid, "ok": True}
+    try:
+        if device is None or device.closed or not device.acting:
+            raise ToolError("real input is only dispatched in a device while an act runs", code="input_refused")
+        await device.inputs.dispatch(msg)
+    except (ToolError, ValueError, TypeError) as exc:  # _CdpError is a ToolError; bad numbers too
+        reply = {"kind": "input_result", "id": rid, "ok": False, "error": str(exc)[:500]}
+    handler = session.handler
+    if handler is not None:
+        handler.send_json(reply)
 
 
 def _is_device_process(pid: int, profile: str) -> bool:
@@ -23565,8 +23955,9 @@ def _r_inconclusive(c: _Case) -> _Ruling:
 
 def _r_observation_lost(c: _Case) -> _Ruling:
     if c.res.get("observationLost"):
-        if STRANDED_NOTE in (c.res.get("failureReason") or ""):  # a tagged tab on a page without the tag
-            return "unknown", "observation_lost", c.res["failureReason"]
+        why = c.res.get("failureReason") or ""
+        if STRANDED_NOTE in why or why.startswith(DEVICE_LOST_NOTE):  # a page without the tag; a browser gone
+            return "unknown", "observation_lost", why
         return "unknown", "observation_lost", ("the tab disconnected or reloaded during the observation; check "
                                                "reticle_sessions and repeat if it is safe")
     return None
@@ -25254,6 +25645,9 @@ def _lost_why(session: "_BrowserSession") -> str:
                 "a device (reticle_open) verifies a page without the tag, and the tab comes back with the "
                 "browser's Back or by loading a page that has the tag"
                 % (session.id, stranded, STRANDED_NOTE, STRANDED_MS / 1000.0))
+    lost = getattr(session.device, "lost", None)  # a device whose browser connection went (endpoints.py)
+    if lost:
+        return lost
     return ("the tab closed or crashed" if session.handler is None else
             "the tab left its page and its next document did not connect in time")
 
@@ -25442,7 +25836,8 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
         documents = session.documents
         documents.expire_arrival()
         left_s = max(deadline - session.now(), 500) / 1000
-        if documents.between_documents() and not await documents.next_document(left_s):
+        if getattr(session.device, "lost", None) or (  # a device whose browser went: nothing more will come
+                documents.between_documents() and not await documents.next_document(left_s)):
             return _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                                 url=session.url, after_act=after_act, effect=effect, lost=_lost_why(session))
         obs = await _observe_now(session, p, floor, after_act, effect=effect)
@@ -27586,10 +27981,21 @@ async def _tool_flow_replay(hub: _Daemon, session: "_BrowserSession", args: dict
 # (Tools, and the flow tools in Flows), except the device tools, which start from a saved login
 # (Flows) and so come here, first.
 
+# what peers call a browser's CDP endpoint: accepted by the schema only to be refused in words (endpoints.py)
+_ENDPOINT_ARGS = ("cdpEndpoint", "wsEndpoint", "browserUrl", "endpoint")
+
+
 async def _tool_open(hub: _Daemon, session: Optional["_BrowserSession"], args: dict,
                      ctx: "_CallContext") -> dict:
-    """reticle_open: a device of the caller's own on `url` (started, reused or adopted from the spare),
-    answered once its page is connected and, for a framework the SDK recognises, hydrated."""
+    """reticle_open: a device of the caller's own on `url` (started, reused or adopted from the spare, or on
+    a browser of the user's CDP endpoint; `attach`: the user's own tab there), answered once its page is
+    connected and, for a framework the SDK recognises, hydrated."""
+    named = [k for k in _ENDPOINT_ARGS if k in args]
+    if named:
+        raise ToolError("a tool call cannot name a browser's CDP endpoint (%s): an endpoint is full control of a "
+                        "browser, so only the user names one" % named[0],
+                        "the user starts the daemon with `reticle serve --cdp-endpoint URL` or sets "
+                        "RETICLE_CDP_ENDPOINT; then reticle_open {url} opens there", code="endpoint_refused")
     url = args["url"]
     if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
         raise ToolError("reticle_open opens http: and https: pages only, not %r" % url[:200],
@@ -27606,7 +28012,7 @@ async def _tool_open(hub: _Daemon, session: Optional["_BrowserSession"], args: d
                             code="auth_not_found")
     device, started_now = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
                                                  (vp["width"], vp["height"]) if vp else None, bool(args.get("fresh")),
-                                                 auth)
+                                                 auth, bool(args.get("attach")))
     if auth is not None and _auth_expired(auth):
         _progress_note("the auth state %s has expired cookies: replay its setup flow" % args["auth"])
     out = {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
@@ -27614,6 +28020,13 @@ async def _tool_open(hub: _Daemon, session: Optional["_BrowserSession"], args: d
            "auth": args.get("auth"), "headed": device.headed,
            "viewport": {"width": device.viewport[0], "height": device.viewport[1]},
            "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
+    if device.endpoint is not None:
+        out["browser"] = {"endpoint": device.endpoint.shown, "product": device.endpoint.browser or None}
+        out["note"] = ("the user's own tab, attached: acts here are real input in the tab the user sees, with "
+                       "its cookies and logins; reticle_close detaches and leaves the tab open"
+                       if device.attached else "a browser context of its own in the browser at %s (no cookies "
+                       "or storage of the user's); acts are real input; reticle_close disposes of it"
+                       % device.endpoint.shown)
     tab = hub.bridge.get(device.session_id)
     if tab is not None:
         await _await_hydration(tab, out)
@@ -27636,6 +28049,10 @@ async def _tool_close(hub: _Daemon, session: Optional["_BrowserSession"], args: 
                         % (device.session_id, DEVICE_IDLE_S), "close your own device: reticle_close with no sessionId",
                         code="device_not_yours")
     await hub.devices.close(device, "reticle_close")
+    if device.attached:  # the user's tab stays open where it is; only Reticle's hold on it ends
+        return {"closed": False, "detached": True, "sessionId": device.session_id, "deviceId": device.id,
+                "note": "the tab stays open at %s; Reticle's scripts leave it at its next load (the SDK in the "
+                        "page it shows now stays silent: it cannot reach the daemon)" % device.url[:200]}
     return {"closed": True, "sessionId": device.session_id, "deviceId": device.id}
 
 
@@ -27899,15 +28316,17 @@ _TOOL_SPECS: Tuple[_ToolSpec, ...] = (
          "sessionId": _SESSION_ID},
         _tool_flow_replay, {"name": "add-record"}),
     _ToolSpec("reticle_open",
-        "Open `url` in a browser Reticle starts (a device), SDK injected, real input; answers its sessionId. "
-        "`fresh`: no cookies or storage from before.",
+        "Open `url` in a device (a browser Reticle drives): SDK injected, real input; answers its id. "
+        "`fresh`: no old cookies or storage; `attach`: the user's tab.",
         {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
+         "attach": {"type": "boolean"},
+         **{k: {"type": "string", "maxLength": 4096} for k in _ENDPOINT_ARGS},
          "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
                       "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
                                      "height": {"type": "integer", "minimum": 200, "maximum": 2160}}},
          "fresh": {"type": "boolean"},
          "auth": {"type": "string", "maxLength": 64, "description": "start logged in: a setup flow's saved state"}},
-        _tool_open, {"url": "http://localhost:5173/"}, required=("url",), own_tab=True),
+        _tool_open, {"url": "http://localhost:5173/"}, required=("url",), own_tab=True, quiet=_ENDPOINT_ARGS),
     _ToolSpec("reticle_close", "Close a device (by sessionId, else your own).",
         {"sessionId": _SESSION_ID}, _tool_close, {}, own_tab=True),
     _ToolSpec("reticle_screenshot",
@@ -28126,6 +28545,7 @@ class Hub:
                "sessions": [_describe_session(s) for s in self.bridge.live()],
                "mcpClients": len(self.sse_streams) + sum(1 for v in self.clients.values() if v > horizon),
                "devices": self.devices.describe(),
+               "cdpEndpoints": [ep.describe() for ep in self.devices.endpoints],
                # counts only (what a refusal named stays in the log): the middleware's records, the spans
                "serverTruth": {"middleware": {k: v for k, v in self.server_truth.items() if isinstance(v, int)},
                                "openTelemetry": otel, "tiedByTime": dict(self.ties.stats),
@@ -28895,8 +29315,10 @@ def _bridge_device(handler: "_BridgeHandler", capability: str, origin: Optional[
     None once the upgrade is refused: a second socket for a live device, a ticket not issued (or expired,
     rotated, closed; counted as a wrong guess of a secret), or one presented from another machine."""
     request = handler.request
-    device, state = handler.hub.devices.for_ticket(capability) if _is_loopback_host(
-        request.remote_ip) else (None, "void")
+    # a ticket comes from this machine, or from the host of the browser a device on a CDP endpoint runs in
+    peers = {d.peer for d in handler.hub.devices.devices.values() if d.peer}
+    device, state = handler.hub.devices.for_ticket(capability, str(request.remote_ip)) if _is_loopback_host(
+        request.remote_ip) or request.remote_ip in peers else (None, "void")
     if state == "used" and device is not None:
         _emit(_bridge_log, logging.WARNING, "device_second_socket", deviceId=device.id,
               sessionId=device.session_id, origin=str(origin)[:200], peer=request.remote_ip)
@@ -28913,6 +29335,7 @@ def _bridge_device(handler: "_BridgeHandler", capability: str, origin: Optional[
             return None
         handler._refuse(403, "the device ticket is not one this daemon issued, has expired or was rotated by "
                         "a navigation, or its device has closed" if _is_loopback_host(request.remote_ip)
+                        or request.remote_ip in peers
                         else "a device ticket is accepted from this machine only, not from %s" % request.remote_ip)
         return None
     return device
@@ -29622,16 +30045,23 @@ async def _shut_down(hub: Hub, server: "_CappedHTTPServer", record_name: str) ->
 
 async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: bool = False,
                  certfile: Optional[str] = None, keyfile: Optional[str] = None,
-                 ready: Optional[Callable[[Hub], None]] = None, watch_db: Optional[List[str]] = None) -> int:
+                 ready: Optional[Callable[[Hub], None]] = None, watch_db: Optional[List[str]] = None,
+                 cdp_endpoints: Optional[List[str]] = None) -> int:
     """Serve the daemon on host:port until it is asked to stop; return the exit code (1 when the port
     is taken, with a sentence naming its owner).  A dead daemon's devices are reaped beside serving.
 
     Beyond loopback it needs a long RETICLE_TOKEN (ConfigError otherwise).  Once listening it writes
     its daemon-<port>.json record and calls `ready(hub)`; a signal, POST /stop or `request_stop` then
     shuts down in order: streams told, devices closed, connections closed, its own record removed.
-    The stores of `watch_db` (--watch-db) and RETICLE_WATCH_DB are watched from the start (_watch_stores)."""
+    The stores of `watch_db` (--watch-db) and RETICLE_WATCH_DB are watched from the start (_watch_stores);
+    devices open in the browsers of `cdp_endpoints` (--cdp-endpoint) and RETICLE_CDP_ENDPOINT when any is named."""
     _refuse_open_bind(host)
+    endpoints = _parse_endpoints(cdp_endpoints or [], os.environ.get(CDP_ENDPOINT_ENV, ""))
     hub = Hub(state_dir=state_dir, host=host, port=port, scheme="https" if tls or certfile else "http")
+    hub.devices.endpoints = endpoints
+    for ep in endpoints:
+        sys.stderr.write("reticle: devices open in the browser at %s (%s): a browser context of their own each; "
+                         "the browser is never closed\n" % (ep.shown, ep.by))
     hub.token()  # create the token file before anyone asks
     await _watch_stores(hub, watch_db or [])
     ssl_ctx = None
@@ -30795,6 +31225,9 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="watch the app's store read-only as a witness of what it committed (repeatable; also "
                         "RETICLE_WATCH_DB): sqlite:////abs/path.db, postgresql://user:pass@host:port/db, "
                         "file:///abs/path.json")
+    p.add_argument("--cdp-endpoint", action="append", default=[], metavar="URL",
+                   help="open devices in a browser already running (repeatable; also RETICLE_CDP_ENDPOINT): "
+                        "http://127.0.0.1:9222 (Chrome's --remote-debugging-port) or its ws:// URL")
     p = sub.add_parser("mcp", help="MCP over stdio; starts a daemon on the first tool call")
     port_arg(p)
     p = sub.add_parser("status", help="is a daemon running? (exit 1 when not)")
@@ -30833,6 +31266,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--watch-db", action="append", default=[], metavar="URL",
                    help="watch the app's store while the flows replay (repeatable; as serve --watch-db; a "
                         "PostgreSQL server off this machine only through RETICLE_WATCH_DB)")
+    p.add_argument("--cdp-endpoint", action="append", default=[], metavar="URL",
+                   help="replay on browsers already running (repeatable, one per browser container: --jobs "
+                        "spreads the devices over them); as serve --cdp-endpoint")
     p.add_argument("--teeth-max", type=_count_arg, default=None, metavar="N",
                    help="--teeth tests at most N writes of a flow (default %d; two replays each, the 500 and the "
                         "lie): the writes its checks look at first, then in the order made; the rest are named as "
@@ -31384,8 +31820,13 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
                             "error": _port_owner_sentence(port, probe)})
             flows = []
         started_here = probe["state"] == "free"
+        mismatch = _verify_endpoints(args.cdp_endpoint, probe, port)
+        if mismatch:
+            results.append({"name": "(daemon)", "verified": "error", "steps": [], "ms": 0, "error": mismatch})
+            flows, started_here = [], False
         if started_here:
-            progress("no daemon on port %d: starting one" % port)
+            progress("no daemon on port %d: starting one%s" % (port, " (devices on %s)" % ", ".join(
+                ep.shown for ep in _parse_endpoints(args.cdp_endpoint, "")) if args.cdp_endpoint else ""))
     if flows and args.watch_db:
         failed = await _verify_watch(port, state, args.watch_db, progress)
         if failed:
@@ -31404,6 +31845,23 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
     # a shard that drew no flow (fewer flows than shards) has nothing to fail: the merge judges the run
     code = 0 if shard is not None and not results else _verify_exit(results)
     return _verify_output(args, results, code, t0, progress, shard)
+
+
+def _verify_endpoints(given: List[str], probe: dict, port: int) -> str:
+    """`verify --cdp-endpoint`: the daemon this run starts opens its devices on those browsers (they reach it
+    through RETICLE_CDP_ENDPOINT); one already running must have been given the same -> why not, or ""."""
+    if not given:
+        return ""
+    wanted = _parse_endpoints(given, "")  # a URL that is not an endpoint stops the run here (ConfigError)
+    if probe["state"] == "free":
+        os.environ[CDP_ENDPOINT_ENV] = " ".join(ep.raw for ep in wanted)
+        return ""
+    have = sorted(e.get("endpoint", "") for e in probe.get("cdpEndpoints") or [] if isinstance(e, dict))
+    if have != sorted(ep.shown for ep in wanted):
+        return ("a daemon already runs on port %d with devices on %s, not on %s: stop it (reticle stop --port %d) "
+                "or give this run another --port" % (port, ", ".join(have) or "browsers it starts itself",
+                                                     ", ".join(ep.shown for ep in wanted), port))
+    return ""
 
 
 async def _verify_watch(port: int, state: _StateDir, urls: List[str], progress: Callable[[str], None]) -> str:
@@ -31546,7 +32004,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             _setup_logging()
             host = args.host or os.environ.get("RETICLE_HOST", "").strip() or DEFAULT_HOST
             return asyncio.run(_serve(host, port, tls=args.tls, certfile=args.certfile, keyfile=args.keyfile,
-                                      watch_db=args.watch_db))
+                                      watch_db=args.watch_db, cdp_endpoints=args.cdp_endpoint))
         if args.command == "mcp":
             _setup_logging(logging.WARNING)
             return asyncio.run(_mcp_stdio(port, state))

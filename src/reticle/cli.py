@@ -30,6 +30,7 @@ from .causes import _write_label, _write_shown
 from .constants import DEFAULT_HOST, DEFAULT_PORT, __version__
 from .control import _DaemonLink, _daemon_record, _http, _mcp_stdio, _port_owner_sentence, _probe_port, _serve
 from .devices import MAX_DEVICES_DEFAULT
+from .endpoints import CDP_ENDPOINT_ENV, _parse_endpoints
 from .errors import ConfigError, RpcError, ToolError
 from .flow_files import _flow_problems, _flows_dir, _list_flows, _load_flow_file, _read_flow, _read_regular
 from .flows import _fill_secrets, _secret_refs, _start_url
@@ -83,6 +84,9 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="watch the app's store read-only as a witness of what it committed (repeatable; also "
                         "RETICLE_WATCH_DB): sqlite:////abs/path.db, postgresql://user:pass@host:port/db, "
                         "file:///abs/path.json")
+    p.add_argument("--cdp-endpoint", action="append", default=[], metavar="URL",
+                   help="open devices in a browser already running (repeatable; also RETICLE_CDP_ENDPOINT): "
+                        "http://127.0.0.1:9222 (Chrome's --remote-debugging-port) or its ws:// URL")
     p = sub.add_parser("mcp", help="MCP over stdio; starts a daemon on the first tool call")
     port_arg(p)
     p = sub.add_parser("status", help="is a daemon running? (exit 1 when not)")
@@ -121,6 +125,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--watch-db", action="append", default=[], metavar="URL",
                    help="watch the app's store while the flows replay (repeatable; as serve --watch-db; a "
                         "PostgreSQL server off this machine only through RETICLE_WATCH_DB)")
+    p.add_argument("--cdp-endpoint", action="append", default=[], metavar="URL",
+                   help="replay on browsers already running (repeatable, one per browser container: --jobs "
+                        "spreads the devices over them); as serve --cdp-endpoint")
     p.add_argument("--teeth-max", type=_count_arg, default=None, metavar="N",
                    help="--teeth tests at most N writes of a flow (default %d; two replays each, the 500 and the "
                         "lie): the writes its checks look at first, then in the order made; the rest are named as "
@@ -672,8 +679,13 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
                             "error": _port_owner_sentence(port, probe)})
             flows = []
         started_here = probe["state"] == "free"
+        mismatch = _verify_endpoints(args.cdp_endpoint, probe, port)
+        if mismatch:
+            results.append({"name": "(daemon)", "verified": "error", "steps": [], "ms": 0, "error": mismatch})
+            flows, started_here = [], False
         if started_here:
-            progress("no daemon on port %d: starting one" % port)
+            progress("no daemon on port %d: starting one%s" % (port, " (devices on %s)" % ", ".join(
+                ep.shown for ep in _parse_endpoints(args.cdp_endpoint, "")) if args.cdp_endpoint else ""))
     if flows and args.watch_db:
         failed = await _verify_watch(port, state, args.watch_db, progress)
         if failed:
@@ -692,6 +704,23 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
     # a shard that drew no flow (fewer flows than shards) has nothing to fail: the merge judges the run
     code = 0 if shard is not None and not results else _verify_exit(results)
     return _verify_output(args, results, code, t0, progress, shard)
+
+
+def _verify_endpoints(given: List[str], probe: dict, port: int) -> str:
+    """`verify --cdp-endpoint`: the daemon this run starts opens its devices on those browsers (they reach it
+    through RETICLE_CDP_ENDPOINT); one already running must have been given the same -> why not, or ""."""
+    if not given:
+        return ""
+    wanted = _parse_endpoints(given, "")  # a URL that is not an endpoint stops the run here (ConfigError)
+    if probe["state"] == "free":
+        os.environ[CDP_ENDPOINT_ENV] = " ".join(ep.raw for ep in wanted)
+        return ""
+    have = sorted(e.get("endpoint", "") for e in probe.get("cdpEndpoints") or [] if isinstance(e, dict))
+    if have != sorted(ep.shown for ep in wanted):
+        return ("a daemon already runs on port %d with devices on %s, not on %s: stop it (reticle stop --port %d) "
+                "or give this run another --port" % (port, ", ".join(have) or "browsers it starts itself",
+                                                     ", ".join(ep.shown for ep in wanted), port))
+    return ""
 
 
 async def _verify_watch(port: int, state: _StateDir, urls: List[str], progress: Callable[[str], None]) -> str:
@@ -834,7 +863,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             _setup_logging()
             host = args.host or os.environ.get("RETICLE_HOST", "").strip() or DEFAULT_HOST
             return asyncio.run(_serve(host, port, tls=args.tls, certfile=args.certfile, keyfile=args.keyfile,
-                                      watch_db=args.watch_db))
+                                      watch_db=args.watch_db, cdp_endpoints=args.cdp_endpoint))
         if args.command == "mcp":
             _setup_logging(logging.WARNING)
             return asyncio.run(_mcp_stdio(port, state))

@@ -30,6 +30,7 @@ from .app import make_app
 from .calls import _CallContext, _PROGRESS, _Progress, _tool_result
 from .constants import (BODY_TIMEOUT_S, DEFAULT_HOST, HEADER_TIMEOUT_S, LATEST_PROTOCOL, MAX_BODY_BYTES,
     MAX_HTTP_CONNECTIONS, MIN_TOKEN_CHARS, __version__, _emit, _log)
+from .endpoints import CDP_ENDPOINT_ENV, _parse_endpoints
 from .errors import ConfigError, RpcError, _StoreError, ToolError
 from .hub import Hub
 from .mcp import _McpDispatcher, _rpc_error
@@ -234,16 +235,23 @@ async def _shut_down(hub: Hub, server: "_CappedHTTPServer", record_name: str) ->
 
 async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: bool = False,
                  certfile: Optional[str] = None, keyfile: Optional[str] = None,
-                 ready: Optional[Callable[[Hub], None]] = None, watch_db: Optional[List[str]] = None) -> int:
+                 ready: Optional[Callable[[Hub], None]] = None, watch_db: Optional[List[str]] = None,
+                 cdp_endpoints: Optional[List[str]] = None) -> int:
     """Serve the daemon on host:port until it is asked to stop; return the exit code (1 when the port
     is taken, with a sentence naming its owner).  A dead daemon's devices are reaped beside serving.
 
     Beyond loopback it needs a long RETICLE_TOKEN (ConfigError otherwise).  Once listening it writes
     its daemon-<port>.json record and calls `ready(hub)`; a signal, POST /stop or `request_stop` then
     shuts down in order: streams told, devices closed, connections closed, its own record removed.
-    The stores of `watch_db` (--watch-db) and RETICLE_WATCH_DB are watched from the start (_watch_stores)."""
+    The stores of `watch_db` (--watch-db) and RETICLE_WATCH_DB are watched from the start (_watch_stores);
+    devices open in the browsers of `cdp_endpoints` (--cdp-endpoint) and RETICLE_CDP_ENDPOINT when any is named."""
     _refuse_open_bind(host)
+    endpoints = _parse_endpoints(cdp_endpoints or [], os.environ.get(CDP_ENDPOINT_ENV, ""))
     hub = Hub(state_dir=state_dir, host=host, port=port, scheme="https" if tls or certfile else "http")
+    hub.devices.endpoints = endpoints
+    for ep in endpoints:
+        sys.stderr.write("reticle: devices open in the browser at %s (%s): a browser context of their own each; "
+                         "the browser is never closed\n" % (ep.shown, ep.by))
     hub.token()  # create the token file before anyone asks
     await _watch_stores(hub, watch_db or [])
     ssl_ctx = None

@@ -27,12 +27,13 @@ import tornado.ioloop
 
 from .browser import (_BrowserProcess, _CDP_MODIFIERS, _CdpClient, _browser_values, _cdp_key, _confirm_key,
     _device_log, _find_browser, _initiator_stack)
-from .constants import SERVER_MARK_COOKIE, _emit
+from .constants import DEVICE_LOST_NOTE, SERVER_MARK_COOKIE, _emit
+from .endpoints import _Endpoint, _connect_endpoint, _local_address, _match_tab, _pick_endpoint
 from .errors import _CdpError, ConfigError, ToolError
 from .bridge import _Bridge
 from .sdk import _sdk_source
 from .tab import _BrowserSession, _TabDevice
-from .util import _StateDir, _dumps, _env_int, _pid_alive, _script_with, _short, _wall_iso
+from .util import _StateDir, _dumps, _env_int, _is_loopback_host, _pid_alive, _script_with, _short, _wall_iso
 
 
 class _DeviceFaults(Protocol):
@@ -69,6 +70,9 @@ class _DeviceHost(Protocol):
 
     @property
     def port(self) -> int: ...
+
+    @property
+    def host(self) -> str: ...
 
     @property
     def scheme(self) -> str: ...
@@ -417,11 +421,19 @@ class _Device(_TabDevice):
     page script sees one; the bridge accepts it from this device's session id
     alone, and it is never the pairing token."""
 
-    def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int]) -> None:
+    def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int],
+                 endpoint: Optional[_Endpoint] = None) -> None:
         """A browser Reticle starts and drives over CDP for one MCP client (`owner`): its process,
         profile, CDP client and page target, its relay tickets, and the browser's own record of the
-        requests its page made (to check the page's reports against)."""
+        requests its page made (to check the page's reports against).  With an `endpoint`, a browser
+        context of its own in a browser the user runs (endpoints.py), or the user's own tab (`attached`)."""
         self.manager = manager
+        self.endpoint = endpoint
+        self.attached = False                    # the user's own tab: detached, never closed, at the end
+        self.script_ids: List[str] = []          # what _prepare_page registered, removed when an attached tab is left
+        self.peer: Optional[str] = None          # an endpoint off loopback: the address its pages connect from
+        self.local: Optional[str] = None         # ... and this machine's address as that browser reaches it
+        self.lost: Optional[str] = None          # why the browser went away while the device lived
         self.id = "d" + secrets.token_hex(4)
         self.session_id = "device-" + self.id
         self.relay = _RelayTickets(self)
@@ -464,14 +476,22 @@ class _Device(_TabDevice):
         return self.relay.mint(context, page)
 
     def describe(self) -> dict:
-        return {"deviceId": self.id, "sessionId": self.session_id, "url": self.url,
-                "pid": self.proc.pid if self.proc is not None else None, "headed": self.headed,
-                "viewport": {"width": self.viewport[0], "height": self.viewport[1]},
-                "startedAt": _wall_iso(self.started_at)}
+        out = {"deviceId": self.id, "sessionId": self.session_id, "url": self.url,
+               "pid": self.proc.pid if self.proc is not None else None, "headed": self.headed,
+               "viewport": {"width": self.viewport[0], "height": self.viewport[1]},
+               "startedAt": _wall_iso(self.started_at)}
+        if self.endpoint is not None:
+            out["browser"] = {"endpoint": self.endpoint.shown, "product": self.endpoint.browser or None,
+                              "attached": self.attached}
+        return out
 
     def bridge_base(self) -> str:
+        """Where this device's pages open the bridge: this machine's loopback, or, for a browser on another
+        host, the address of this machine that host reached it by (the daemon must listen there)."""
         hub = self.manager.hub
-        return "%s://127.0.0.1:%d/reticle" % ("wss" if hub.scheme == "https" else "ws", hub.port)
+        host = self.local if self.peer is not None and self.local else "127.0.0.1"
+        return "%s://%s:%d/reticle" % ("wss" if hub.scheme == "https" else "ws",
+                                       "[%s]" % host if ":" in host else host, hub.port)
 
     def _scripts(self) -> Tuple[str, str]:
         """The two scripts of every document (injected_source, _RelayTickets.source), built once per set-up."""
@@ -551,52 +571,28 @@ class _Device(_TabDevice):
         return t0
 
     async def _prepare_page(self) -> None:
+        """Register the SDK and the relay for every document of the page, and the records the device reads;
+        the user's own tab (attached) keeps its size and focus."""
         width, height = self.viewport
         sdk, relay = self._scripts()
-        await asyncio.gather(
-            self.cdp.call("Runtime.addBinding", {"name": RELAY_BINDING, "executionContextName": RELAY_WORLD},
-                          self.page),
+        emulation = [] if self.attached else [
+            self.cdp.call("Emulation.setDeviceMetricsOverride",
+                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
+            self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page)]
+        got = await asyncio.gather(
             self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": sdk}, self.page),
             self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": relay, "worldName": RELAY_WORLD},
+                          self.page),
+            self.cdp.call("Runtime.addBinding", {"name": RELAY_BINDING, "executionContextName": RELAY_WORLD},
                           self.page),
             self.cdp.call("Runtime.enable", {}, self.page),  # Runtime.bindingCalled is sent only then
             # the browser's own record of the page's requests, against which the page's reports are checked
             self.cdp.call("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}, self.page),
-            self.cdp.call("Emulation.setDeviceMetricsOverride",
-                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
-            self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
-            self.cdp.call("Page.enable", {}, self.page))
+            self.cdp.call("Page.enable", {}, self.page), *emulation)
+        self.script_ids = [str(g.get("identifier")) for g in got[:2] if g.get("identifier")]
         if self.manager.hub.otel.stats["spans"]:  # the daemon hears OpenTelemetry: documents get trace context
             await self.manager.hub.faults.sync_device(self)
         self.scripts = None  # 240 KB a device need not keep: a fresh context builds them again
-
-    async def fresh_context(self) -> None:
-        """Move the device's page into a new, empty browser context: no cookies, storage, cache,
-        service workers or session storage from before.  The old tab and its context go; the
-        session id stays, so the new tab's SDK reconnects as the same session."""
-        context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
-        target = (await self.cdp.call("Target.createTarget", {"url": "about:blank", "browserContextId": context}))[
-            "targetId"]
-        page = (await self.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
-        old_target, old_context = self.target, self.context
-        self.target, self.page, self.context = target, page, context
-
-        async def close_old() -> None:
-            try:
-                await self.cdp.call("Target.closeTarget", {"targetId": old_target})
-            except _CdpError as exc:  # already gone: nothing of it is left to leak
-                _emit(_device_log, logging.INFO, "device_old_tab_gone", deviceId=self.id, why=str(exc))
-
-        await asyncio.gather(self._prepare_page(), close_old())
-        await self.manager.hub.faults.sync_device(self)  # the tab's faults follow it into the new context
-        if old_context:  # its renderer winds down on its own time; the next page need not wait for it
-            self.manager.hub.spawn(self._dispose(old_context))
-
-    async def _dispose(self, context: str) -> None:
-        try:
-            await self.cdp.call("Target.disposeBrowserContext", {"browserContextId": context})
-        except _CdpError as exc:
-            _emit(_device_log, logging.INFO, "device_context_kept", deviceId=self.id, why=str(exc))
 
     def _on_event(self, method: str, params: dict, session: Optional[str]) -> None:
         if session == self.page and method == "Runtime.bindingCalled" and params.get("name") == RELAY_BINDING:
@@ -643,6 +639,178 @@ class _Device(_TabDevice):
 
     async def layout(self) -> dict:
         return await self.cdp.call("Page.getLayoutMetrics", {}, self.page)
+
+
+async def _fresh_context(device: _Device) -> None:
+    """Move the device's page into a new, empty browser context: no cookies, storage, cache,
+    service workers or session storage from before.  The old tab and its context go; the
+    session id stays, so the new tab's SDK reconnects as the same session."""
+    context = (await device.cdp.call("Target.createBrowserContext", _context_params(device)))["browserContextId"]
+    target = (await device.cdp.call("Target.createTarget", {"url": "about:blank", "browserContextId": context}))[
+        "targetId"]
+    page = (await device.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
+    old_target, old_context = device.target, device.context
+    device.target, device.page, device.context = target, page, context
+
+    async def close_old() -> None:
+        try:
+            await device.cdp.call("Target.closeTarget", {"targetId": old_target})
+        except _CdpError as exc:  # already gone: nothing of it is left to leak
+            _emit(_device_log, logging.INFO, "device_old_tab_gone", deviceId=device.id, why=str(exc))
+
+    await asyncio.gather(device._prepare_page(), close_old())
+    await device.manager.hub.faults.sync_device(device)  # the tab's faults follow it into the new context
+    if old_context:  # its renderer winds down on its own time; the next page need not wait for it
+        device.manager.hub.spawn(_dispose_context(device, old_context))
+
+async def _dispose_context(device: _Device, context: str) -> None:
+    try:
+        await device.cdp.call("Target.disposeBrowserContext", {"browserContextId": context})
+    except _CdpError as exc:
+        _emit(_device_log, logging.INFO, "device_context_kept", deviceId=device.id, why=str(exc))
+
+
+# ---- a device in a browser Reticle did not start (endpoints.py): its own context there, or the user's tab ----
+
+def _context_params(device: _Device) -> dict:
+    """A new browser context of a device's: on an endpoint, disposed by the browser when Reticle's
+    connection ends (a daemon killed mid-run leaves nothing open in the user's browser)."""
+    return {"disposeOnDetach": True} if device.endpoint is not None else {}
+
+
+async def _remote_connect(device: _Device) -> None:
+    """Connect a device to its endpoint's browser (endpoint_unreachable naming the endpoint and the fix
+    otherwise), learn where that browser reaches this daemon, and end the device when the connection goes."""
+    ep = device.endpoint
+    assert ep is not None
+    t0 = time.monotonic()
+    await _connect_endpoint(ep, device.cdp)
+    device.phases["connectMs"] = round((time.monotonic() - t0) * 1000)
+    if not ep.loopback:  # its pages open the bridge from that host, to this machine's address on the link
+        sock = getattr(getattr(getattr(device.cdp, "_ws", None), "protocol", None), "stream", None)
+        peer = getattr(getattr(sock, "socket", None), "getpeername", None)
+        device.peer = str(peer()[0]) if peer is not None else ep.host
+        device.local = _local_address(device.cdp)
+        hub_host = device.manager.hub.host
+        if hub_host not in ("0.0.0.0", "::", "") and hub_host != device.local:
+            device.cdp.close()
+            raise ToolError("the browser at %s is on another host, and its pages could not reach this daemon, "
+                            "which listens on %s only" % (ep.shown, hub_host),
+                            "serve with --host 0.0.0.0 (or --host %s; RETICLE_TOKEN set, 32 characters or more) "
+                            "so that its pages reach the bridge, or run the browser on this machine's network"
+                            % (device.local or "this machine's address"), code="endpoint_unreachable")
+    device.scripts = None  # built again with the bridge address of this connection
+    reader = device.cdp.reader
+    assert reader is not None
+
+    def gone(_: Any) -> None:
+        if not device.closed:
+            device.lost = ("%s: the DevTools connection to %s closed (the browser exited, or the link to it "
+                           "broke); what the act did after that is not known, and reticle_open starts a new device"
+                           % (DEVICE_LOST_NOTE, ep.shown))
+            device.manager.hub.spawn(device.manager.close(device, "the browser connection was lost"))
+
+    reader.add_done_callback(gone)
+
+
+async def _remote_start(device: _Device, url: str) -> None:
+    """A device on an endpoint: a browser context of its own there, a new tab in it, the SDK registered,
+    `url` loaded."""
+    await _remote_connect(device)
+    t0 = time.monotonic()
+    device.context = (await device.cdp.call("Target.createBrowserContext", _context_params(device)))[
+        "browserContextId"]
+    device.target = (await device.cdp.call("Target.createTarget", {"url": "about:blank",
+                                                                   "browserContextId": device.context}))["targetId"]
+    device.page = (await device.cdp.call("Target.attachToTarget", {"targetId": device.target, "flatten": True}))[
+        "sessionId"]
+    device.cdp.listeners.append(device._on_event)
+    await device._prepare_page()
+    device.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
+    await device.navigate(url)
+
+
+async def _remote_attach(device: _Device, url: str) -> None:
+    """The user's own tab showing `url` (endpoints._match_tab), attached: the SDK registered for its next
+    documents and run in the one it shows now (the relay in its isolated world), nothing reloaded."""
+    await _remote_connect(device)
+    targets = (await device.cdp.call("Target.getTargets")).get("targetInfos", [])
+    found, seen = _match_tab(targets, url)
+    if found is None:
+        device.cdp.close()
+        raise ToolError("no tab of the browser at %s shows %s; its tabs: %s" % (
+            device.endpoint.shown if device.endpoint else "?", url[:200], "; ".join(seen[:10]) or "none"),
+            "pass the URL of one of those tabs, or open %s in that browser first" % url[:200], code="attach_no_match")
+    device.attached = True
+    device.target, device.context = found["targetId"], found.get("browserContextId")
+    device.url = str(found.get("url", url))[:4096]
+    device.page = (await device.cdp.call("Target.attachToTarget", {"targetId": device.target, "flatten": True}))[
+        "sessionId"]
+    device.cdp.listeners.append(device._on_event)
+    await device._prepare_page()
+    sdk, relay = device._scripts()
+    await device.cdp.call("Runtime.evaluate", {"expression": sdk}, device.page)
+    world = await device.cdp.call("Page.createIsolatedWorld", {"frameId": device.target, "worldName": RELAY_WORLD},
+                                  device.page)
+    await device.cdp.call("Runtime.evaluate", {"expression": relay, "contextId": world.get("executionContextId")},
+                          device.page)
+
+
+async def _start_device(device: _Device, url: str, viewport: Tuple[int, int], exe: Optional[str],
+                        attach: bool) -> None:
+    """Start a device on `url`: a spare adopted (no `exe`), the user's tab attached, a context of its own on an
+    endpoint, or a browser launched from `exe`."""
+    if device.endpoint is not None:
+        device.endpoint.devices += 1
+    if exe is None:
+        await device.adopt(url, viewport)
+    elif attach:
+        await _remote_attach(device, url)
+    elif device.endpoint is not None:
+        await _remote_start(device, url)
+    else:
+        await device.start(exe, url)
+
+
+def _attach_refusal(endpoints: List[_Endpoint], with_options: bool) -> None:
+    """Refuse an attach with no endpoint to attach in, or with options that would change the user's tab."""
+    if not endpoints:
+        raise ToolError("attach reads a tab of a browser you already run, and this daemon was given none",
+                        "start that browser with --remote-debugging-port=9222 and the daemon with "
+                        "`reticle serve --cdp-endpoint http://127.0.0.1:9222` (or RETICLE_CDP_ENDPOINT)",
+                        code="bad_argument")
+    if with_options:
+        raise ToolError("attach uses the user's tab as it is: fresh, auth and headed do not go with it",
+                        "drop them, or open a device of its own (without attach)", code="bad_argument")
+
+
+async def _remote_release(device: _Device) -> None:
+    """The end of a device on an endpoint: its own context disposed (its tabs with it), or the user's tab left
+    as it was (Reticle's scripts, binding and records removed, the tab detached); the browser stays."""
+    assert device.endpoint is not None
+    device.endpoint.devices -= 1
+    try:
+        await asyncio.wait_for(_remote_let_go(device), 5.0)
+    except asyncio.TimeoutError:
+        _emit(_device_log, logging.INFO, "device_release_failed", deviceId=device.id, why="timed out")
+
+
+async def _remote_let_go(device: _Device) -> None:
+    cdp, page = device.cdp, device.page
+    if cdp.closed:
+        return
+    try:
+        if device.attached and page:
+            await asyncio.gather(*[cdp.call("Page.removeScriptToEvaluateOnNewDocument", {"identifier": i}, page,
+                                            timeout=2.0) for i in device.script_ids],
+                                 cdp.call("Runtime.removeBinding", {"name": RELAY_BINDING}, page, timeout=2.0),
+                                 cdp.call("Network.disable", {}, page, timeout=2.0),
+                                 cdp.call("Fetch.disable", {}, page, timeout=2.0), return_exceptions=True)
+            await cdp.call("Target.detachFromTarget", {"sessionId": page}, timeout=2.0)
+        elif device.context:
+            await cdp.call("Target.disposeBrowserContext", {"browserContextId": device.context}, timeout=3.0)
+    except _CdpError as exc:
+        _emit(_device_log, logging.INFO, "device_release_failed", deviceId=device.id, why=str(exc)[:200])
 
 
 # ---- a logged-in start: a setup flow's browser state, read from and restored into a device over CDP ----
@@ -832,7 +1000,7 @@ class _SparePool:
     def top_up(self) -> None:
         """Start spares in the background until `want` are kept, within max_devices."""
         manager = self.manager
-        while (len(self.spares) < self.want and not manager.hub.stop_reason
+        while (len(self.spares) < self.want and not manager.hub.stop_reason and not manager.endpoints
                and len(manager.devices) + len(self.spares) < manager.max_devices):
             try:
                 exe = _find_browser()
@@ -907,6 +1075,7 @@ class _DeviceManager:
         self._idle_timer: Any = None
         self.pool = _SparePool(self)
         self.asked_at: Optional[float] = None  # when a device was last asked for (spares idle out after)
+        self.endpoints: List[_Endpoint] = []   # browsers the user runs (--cdp-endpoint): devices open there
 
     @property
     def spares(self) -> List[_Device]:
@@ -924,12 +1093,16 @@ class _DeviceManager:
         return self.records.reap_orphans()
 
     # -- lookups --------------------------------------------------------------
-    def for_ticket(self, ticket: Optional[str]) -> Tuple[Optional[_Device], str]:
-        """(the device whose relay was given `ticket`, 'ok' | 'used' | 'void'); an 'ok' spends it."""
+    def for_ticket(self, ticket: Optional[str], peer: str = "127.0.0.1") -> Tuple[Optional[_Device], str]:
+        """(the device whose relay was given `ticket`, 'ok' | 'used' | 'void'); an 'ok' spends it.  A ticket
+        counts from this machine (`peer` loopback), or from the host of the device's own browser when that
+        runs on another host (a CDP endpoint off loopback), never from another."""
         if not ticket:
             return None, "void"
         for device in self.devices.values():
             if device.relay.holds(ticket):
+                if not _is_loopback_host(peer) and peer != device.peer:
+                    return None, "void"
                 return device, device.relay.redeem(ticket)
         return None, "void"
 
@@ -973,41 +1146,42 @@ class _DeviceManager:
                         "close one with reticle_close, wait, or raise RETICLE_MAX_DEVICES", code="device_limit")
 
     async def open(self, key: str, url: str, headed: bool = False, viewport: Optional[Tuple[int, int]] = None,
-                   fresh: bool = False, auth: Optional[dict] = None) -> Tuple[_Device, bool]:
+                   fresh: bool = False, auth: Optional[dict] = None, attach: bool = False) -> Tuple[_Device, bool]:
         """The caller's device on `url` (reused when it has one; in a new, empty browser context
-        when `fresh`; starting from a setup flow's saved state `auth`) -> (device, started)."""
+        when `fresh`; starting from a setup flow's saved state `auth`; the user's own tab showing `url`
+        in the browser of a CDP endpoint when `attach`) -> (device, started)."""
         viewport = viewport or DEVICE_VIEWPORT
+        if attach:
+            _attach_refusal(self.endpoints, fresh or auth is not None or headed)
         own = self.owned_by(key)
         if own is not None and not own.ready:
             raise ToolError("this caller's device is still starting.", "wait for the reticle_open that started it",
                             code="device_starting")
-        if own is not None and own.headed == headed and own.viewport == viewport and not own.cdp.closed:
+        if (own is not None and own.headed == headed and own.viewport == viewport and not own.cdp.closed
+                and not attach and not own.attached):
             await self.load(own, url, fresh, auth)
             self.touch(key)
             return own, False
         if own is not None:
             await self.close(own, "replaced by a device with other settings")
         self.asked_at = time.monotonic()
-        spare_fits = bool(self.spares) and not headed  # an adopted spare takes no new place
+        spare_fits = bool(self.spares) and not headed and not self.endpoints  # an adopted spare takes no new place
         self.budget.check(key)
         if not spare_fits:
             await self._make_room()  # a device counts from the moment it starts, a spare from its launch
-        exe = _find_browser()
+        exe = "" if self.endpoints else _find_browser()
         self.budget.spend(key)
         device = (await self.pool.take()) if spare_fits else None
         spare = device is not None
         if device is None:
-            device = _Device(self, key, headed, viewport)
+            device = _Device(self, key, headed, viewport, _pick_endpoint(self.endpoints))
         device.owner = key
         device.auth_pending = auth
         self.devices[device.id] = device
         self.touch(key)
         try:
             t0 = time.monotonic()
-            if spare:
-                await device.adopt(url, viewport)
-            else:
-                await device.start(exe, url)
+            await _start_device(device, url, viewport, exe if not spare else None, attach)
             await self.wait_connected(device, -1)
             device.phases["connectedMs"] = round((time.monotonic() - t0) * 1000)
         except BaseException as exc:
@@ -1019,8 +1193,10 @@ class _DeviceManager:
         device.ready = True
         self._ensure_idle_timer()
         self.touch(key)
-        _emit(_device_log, logging.INFO, "device_started", deviceId=device.id, pid=device.proc.pid,
-              sessionId=device.session_id, headed=headed, browser=exe, spare=spare, **device.phases)
+        _emit(_device_log, logging.INFO, "device_started", deviceId=device.id,
+              pid=device.proc.pid if device.proc is not None else None, sessionId=device.session_id, headed=headed,
+              browser=device.endpoint.shown if device.endpoint is not None else exe, attached=device.attached,
+              spare=spare, **device.phases)
         if not key.startswith("cli:"):  # `reticle drive`/`demo` open one device and end: no spare for them
             self.pool.top_up()
         return device, True
@@ -1034,6 +1210,10 @@ class _DeviceManager:
             # chrome: or view-source:, and a fresh replay must not open it
             raise ToolError("a device opens http: and https: pages only, not %r" % url[:200],
                             'use a full URL such as "http://localhost:5173/"', setup=True, code="bad_argument")
+        if device.attached and (fresh or auth is not None):
+            raise ToolError("the device is the user's own tab (attached): it is never moved to a new, empty browser "
+                            "context", "open a device of its own (reticle_open without attach) for a fresh start",
+                            code="bad_argument")
         if device.loading is None:
             device.loading = asyncio.Lock()
         async with device.loading:  # two loads at once would each close the tab the other made
@@ -1041,7 +1221,7 @@ class _DeviceManager:
             generation = session.generation if session is not None else -1
             try:
                 if fresh or auth is not None:
-                    await device.fresh_context()
+                    await _fresh_context(device)
                 device.auth_pending = auth
                 await device.navigate(url)
             except _CdpError as exc:
@@ -1079,8 +1259,10 @@ class _DeviceManager:
         self.devices.pop(device.id, None)
         if device in self.spares:
             self.spares.remove(device)
+        if device.endpoint is not None:  # never the user's browser, windows or tabs (a close runs once)
+            await _remote_release(device)
         try:
-            if not device.cdp.closed:
+            if not device.cdp.closed and device.endpoint is None:
                 await asyncio.wait_for(device.cdp.call("Browser.close", timeout=2.0), 2.5)
         except (_CdpError, asyncio.TimeoutError):
             pass
@@ -1120,23 +1302,24 @@ class _DeviceManager:
 
     # -- trusted input ------------------------------------------------------------
     def on_input(self, session: _BrowserSession, msg: dict) -> None:
-        """The SDK of a device asks for real input during an act; answer on its socket."""
-        device = self.for_session(session.id)
-        rid = msg.get("id")
+        """The SDK of a device asks for real input during an act; answer on its socket (_device_input)."""
+        self.hub.spawn(_device_input(self, session, msg))
 
-        async def run() -> None:
-            reply: Dict[str, Any] = {"kind": "input_result", "id": rid, "ok": True}
-            try:
-                if device is None or device.closed or not device.acting:
-                    raise ToolError("real input is only dispatched in a device while an act runs", code="input_refused")
-                await device.inputs.dispatch(msg)
-            except (ToolError, ValueError, TypeError) as exc:  # _CdpError is a ToolError; bad numbers too
-                reply = {"kind": "input_result", "id": rid, "ok": False, "error": str(exc)[:500]}
-            handler = session.handler
-            if handler is not None:
-                handler.send_json(reply)
 
-        self.hub.spawn(run())
+async def _device_input(manager: _DeviceManager, session: _BrowserSession, msg: dict) -> None:
+    """Dispatch the real input a device's SDK asked for during an act, and answer on its socket."""
+    device = manager.for_session(session.id)
+    rid = msg.get("id")
+    reply: Dict[str, Any] = {"kind": "input_result", "id": rid, "ok": True}
+    try:
+        if device is None or device.closed or not device.acting:
+            raise ToolError("real input is only dispatched in a device while an act runs", code="input_refused")
+        await device.inputs.dispatch(msg)
+    except (ToolError, ValueError, TypeError) as exc:  # _CdpError is a ToolError; bad numbers too
+        reply = {"kind": "input_result", "id": rid, "ok": False, "error": str(exc)[:500]}
+    handler = session.handler
+    if handler is not None:
+        handler.send_json(reply)
 
 
 def _is_device_process(pid: int, profile: str) -> bool:

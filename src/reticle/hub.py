@@ -216,6 +216,7 @@ class Hub:
                "sessions": [_describe_session(s) for s in self.bridge.live()],
                "mcpClients": len(self.sse_streams) + sum(1 for v in self.clients.values() if v > horizon),
                "devices": self.devices.describe(),
+               "cdpEndpoints": [ep.describe() for ep in self.devices.endpoints],
                # counts only (what a refusal named stays in the log): the middleware's records, the spans
                "serverTruth": {"middleware": {k: v for k, v in self.server_truth.items() if isinstance(v, int)},
                                "openTelemetry": otel, "tiedByTime": dict(self.ties.stats),

@@ -11,7 +11,7 @@ import urllib.parse
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .causes import _caused_by_act, _had_effect, _lost_evidence, _no_effect, _periodic, _unread_write
-from .constants import HORIZON_CAP_MS, SERVER_WAIT_CAP_MS, STRANDED_NOTE
+from .constants import DEVICE_LOST_NOTE, HORIZON_CAP_MS, SERVER_WAIT_CAP_MS, STRANDED_NOTE
 from .conventions import (_ABSENCE_BLIND_SPOTS, _BLAMES_USER, _FAILURE_WORDS, _answer_failure_text, _answer_text,
     _error_ui, _is_failure_ui, _ui_label)
 from .events import (_UI_EVENTS, _WRITE_METHODS, _call_failed, _call_label, _call_matches, _calls, _frames, _is_dev,
@@ -487,8 +487,9 @@ def _r_inconclusive(c: _Case) -> _Ruling:
 
 def _r_observation_lost(c: _Case) -> _Ruling:
     if c.res.get("observationLost"):
-        if STRANDED_NOTE in (c.res.get("failureReason") or ""):  # a tagged tab on a page without the tag
-            return "unknown", "observation_lost", c.res["failureReason"]
+        why = c.res.get("failureReason") or ""
+        if STRANDED_NOTE in why or why.startswith(DEVICE_LOST_NOTE):  # a page without the tag; a browser gone
+            return "unknown", "observation_lost", why
         return "unknown", "observation_lost", ("the tab disconnected or reloaded during the observation; check "
                                                "reticle_sessions and repeat if it is safe")
     return None

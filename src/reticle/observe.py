@@ -218,6 +218,9 @@ def _lost_why(session: "_BrowserSession") -> str:
                 "a device (reticle_open) verifies a page without the tag, and the tab comes back with the "
                 "browser's Back or by loading a page that has the tag"
                 % (session.id, stranded, STRANDED_NOTE, STRANDED_MS / 1000.0))
+    lost = getattr(session.device, "lost", None)  # a device whose browser connection went (endpoints.py)
+    if lost:
+        return lost
     return ("the tab closed or crashed" if session.handler is None else
             "the tab left its page and its next document did not connect in time")
 
@@ -406,7 +409,8 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
         documents = session.documents
         documents.expire_arrival()
         left_s = max(deadline - session.now(), 500) / 1000
-        if documents.between_documents() and not await documents.next_document(left_s):
+        if getattr(session.device, "lost", None) or (  # a device whose browser went: nothing more will come
+                documents.between_documents() and not await documents.next_document(left_s)):
             return _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                                 url=session.url, after_act=after_act, effect=effect, lost=_lost_why(session))
         obs = await _observe_now(session, p, floor, after_act, effect=effect)

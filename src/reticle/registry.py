@@ -39,10 +39,21 @@ from .util import _file_uri, _write_private
 
 # ---- the device tools: open a browser of Reticle's own, close it, take its screenshots -------------
 
+# what peers call a browser's CDP endpoint: accepted by the schema only to be refused in words (endpoints.py)
+_ENDPOINT_ARGS = ("cdpEndpoint", "wsEndpoint", "browserUrl", "endpoint")
+
+
 async def _tool_open(hub: _Daemon, session: Optional["_BrowserSession"], args: dict,
                      ctx: "_CallContext") -> dict:
-    """reticle_open: a device of the caller's own on `url` (started, reused or adopted from the spare),
-    answered once its page is connected and, for a framework the SDK recognises, hydrated."""
+    """reticle_open: a device of the caller's own on `url` (started, reused or adopted from the spare, or on
+    a browser of the user's CDP endpoint; `attach`: the user's own tab there), answered once its page is
+    connected and, for a framework the SDK recognises, hydrated."""
+    named = [k for k in _ENDPOINT_ARGS if k in args]
+    if named:
+        raise ToolError("a tool call cannot name a browser's CDP endpoint (%s): an endpoint is full control of a "
+                        "browser, so only the user names one" % named[0],
+                        "the user starts the daemon with `reticle serve --cdp-endpoint URL` or sets "
+                        "RETICLE_CDP_ENDPOINT; then reticle_open {url} opens there", code="endpoint_refused")
     url = args["url"]
     if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
         raise ToolError("reticle_open opens http: and https: pages only, not %r" % url[:200],
@@ -59,7 +70,7 @@ async def _tool_open(hub: _Daemon, session: Optional["_BrowserSession"], args: d
                             code="auth_not_found")
     device, started_now = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
                                                  (vp["width"], vp["height"]) if vp else None, bool(args.get("fresh")),
-                                                 auth)
+                                                 auth, bool(args.get("attach")))
     if auth is not None and _auth_expired(auth):
         _progress_note("the auth state %s has expired cookies: replay its setup flow" % args["auth"])
     out = {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
@@ -67,6 +78,13 @@ async def _tool_open(hub: _Daemon, session: Optional["_BrowserSession"], args: d
            "auth": args.get("auth"), "headed": device.headed,
            "viewport": {"width": device.viewport[0], "height": device.viewport[1]},
            "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
+    if device.endpoint is not None:
+        out["browser"] = {"endpoint": device.endpoint.shown, "product": device.endpoint.browser or None}
+        out["note"] = ("the user's own tab, attached: acts here are real input in the tab the user sees, with "
+                       "its cookies and logins; reticle_close detaches and leaves the tab open"
+                       if device.attached else "a browser context of its own in the browser at %s (no cookies "
+                       "or storage of the user's); acts are real input; reticle_close disposes of it"
+                       % device.endpoint.shown)
     tab = hub.bridge.get(device.session_id)
     if tab is not None:
         await _await_hydration(tab, out)
@@ -89,6 +107,10 @@ async def _tool_close(hub: _Daemon, session: Optional["_BrowserSession"], args: 
                         % (device.session_id, DEVICE_IDLE_S), "close your own device: reticle_close with no sessionId",
                         code="device_not_yours")
     await hub.devices.close(device, "reticle_close")
+    if device.attached:  # the user's tab stays open where it is; only Reticle's hold on it ends
+        return {"closed": False, "detached": True, "sessionId": device.session_id, "deviceId": device.id,
+                "note": "the tab stays open at %s; Reticle's scripts leave it at its next load (the SDK in the "
+                        "page it shows now stays silent: it cannot reach the daemon)" % device.url[:200]}
     return {"closed": True, "sessionId": device.session_id, "deviceId": device.id}
 
 
@@ -352,15 +374,17 @@ _TOOL_SPECS: Tuple[_ToolSpec, ...] = (
          "sessionId": _SESSION_ID},
         _tool_flow_replay, {"name": "add-record"}),
     _ToolSpec("reticle_open",
-        "Open `url` in a browser Reticle starts (a device), SDK injected, real input; answers its sessionId. "
-        "`fresh`: no cookies or storage from before.",
+        "Open `url` in a device (a browser Reticle drives): SDK injected, real input; answers its id. "
+        "`fresh`: no old cookies or storage; `attach`: the user's tab.",
         {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
+         "attach": {"type": "boolean"},
+         **{k: {"type": "string", "maxLength": 4096} for k in _ENDPOINT_ARGS},
          "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
                       "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
                                      "height": {"type": "integer", "minimum": 200, "maximum": 2160}}},
          "fresh": {"type": "boolean"},
          "auth": {"type": "string", "maxLength": 64, "description": "start logged in: a setup flow's saved state"}},
-        _tool_open, {"url": "http://localhost:5173/"}, required=("url",), own_tab=True),
+        _tool_open, {"url": "http://localhost:5173/"}, required=("url",), own_tab=True, quiet=_ENDPOINT_ARGS),
     _ToolSpec("reticle_close", "Close a device (by sessionId, else your own).",
         {"sessionId": _SESSION_ID}, _tool_close, {}, own_tab=True),
     _ToolSpec("reticle_screenshot",

@@ -43,8 +43,10 @@ def _bridge_device(handler: "_BridgeHandler", capability: str, origin: Optional[
     None once the upgrade is refused: a second socket for a live device, a ticket not issued (or expired,
     rotated, closed; counted as a wrong guess of a secret), or one presented from another machine."""
     request = handler.request
-    device, state = handler.hub.devices.for_ticket(capability) if _is_loopback_host(
-        request.remote_ip) else (None, "void")
+    # a ticket comes from this machine, or from the host of the browser a device on a CDP endpoint runs in
+    peers = {d.peer for d in handler.hub.devices.devices.values() if d.peer}
+    device, state = handler.hub.devices.for_ticket(capability, str(request.remote_ip)) if _is_loopback_host(
+        request.remote_ip) or request.remote_ip in peers else (None, "void")
     if state == "used" and device is not None:
         _emit(_bridge_log, logging.WARNING, "device_second_socket", deviceId=device.id,
               sessionId=device.session_id, origin=str(origin)[:200], peer=request.remote_ip)
@@ -61,6 +63,7 @@ def _bridge_device(handler: "_BridgeHandler", capability: str, origin: Optional[
             return None
         handler._refuse(403, "the device ticket is not one this daemon issued, has expired or was rotated by "
                         "a navigation, or its device has closed" if _is_loopback_host(request.remote_ip)
+                        or request.remote_ip in peers
                         else "a device ticket is accepted from this machine only, not from %s" % request.remote_ip)
         return None
     return device
