@@ -8573,7 +8573,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         );
         return null;
       }
-      if (!localBridge && bridge.protocol !== 'wss:') {
+      // a device's relay opens its socket on the link its daemon's DevTools connection already uses (a
+      // browser on another host, named by the user): that link carries no less than this socket
+      if (!localBridge && bridge.protocol !== 'wss:' && !CFG.device) {
         warn('not connecting: a non-loopback bridge must use wss: (start the daemon with --tls)');
         return null;
       }
@@ -17283,10 +17285,10 @@ class _TabDocuments:
             if not self.between_documents():
                 return True
             left = self.back_within((until - tab.now()) / 1000.0)
-            if left <= 0:
+            if left <= 0 or getattr(tab.device, "lost", None):  # a device whose browser went: none will come
                 return False
-            if tab.handler is None:
-                if not await tab.bridge.wait_back(tab, left):
+            if tab.handler is None:  # (in slices: a device's browser may be found gone meanwhile)
+                if not await tab.bridge.wait_back(tab, min(left, 0.25)) and left <= 0.25:
                     return False
             else:
                 await tab.wait_change(min(0.05, left))

@@ -95,24 +95,51 @@ class NotesApp(_harness.AppServer):
         self.loop.close(all_fds=True)
 
 
+# What a browser container runs beside Chrome (socat in most images): Chrome's DevTools listen on loopback
+# only, so a forwarder on the container's own address hands connections to them.
+FORWARDER = """
+import asyncio, sys
+async def pipe(r, w):
+    try:
+        while (data := await r.read(65536)):
+            w.write(data)
+            await w.drain()
+    finally:
+        w.close()
+async def take(r, w):
+    r2, w2 = await asyncio.open_connection("127.0.0.1", int(sys.argv[3]))
+    await asyncio.gather(pipe(r, w2), pipe(r2, w), return_exceptions=True)
+async def main():
+    server = await asyncio.start_server(take, sys.argv[1], int(sys.argv[2]))
+    await server.serve_forever()
+asyncio.run(main())
+"""
+
+
 class UserChrome:
-    """A Chromium the user started by hand: --remote-debugging-port on `address`, a profile of its own, one
-    tab on `url`; `prefix` runs it elsewhere (`ip netns exec NS`).  Ended (its process group) at close."""
+    """A Chromium the user started by hand: --remote-debugging-port, a profile of its own, one tab on `url`;
+    `prefix` runs it elsewhere (`ip netns exec NS`), its DevTools reached on `address` through a forwarder
+    there as in a browser container.  Ended (its process groups) at close."""
 
     def __init__(self, url="about:blank", address="127.0.0.1", prefix=()):
         self.port = _harness.free_port()
+        inner = self.port if address == "127.0.0.1" else _harness.free_port()
         self.address = address
         self.http = "http://%s:%d" % (address, self.port)
         self.profile = tempfile.mkdtemp(prefix="reticle-user-chrome-")
         args = list(prefix) + [_harness.chromium_path(), "--headless=new", "--disable-gpu", "--no-first-run",
                                "--disable-background-networking", "--disable-component-update", "--disable-sync",
                                "--disable-dev-shm-usage", "--user-data-dir=" + self.profile,
-                               "--remote-debugging-address=" + address, "--remote-debugging-port=%d" % self.port,
-                               url]
+                               "--remote-debugging-port=%d" % inner, url]
         if os.geteuid() == 0:
             args.insert(len(prefix) + 1, "--no-sandbox")
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      start_new_session=True)
+        self.forwarder = None
+        if inner != self.port:
+            self.forwarder = subprocess.Popen(list(prefix) + [sys.executable, "-c", FORWARDER, address,
+                                                              str(self.port), str(inner)],
+                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _harness.wait_until(lambda: self._get("/json/version") is not None, 20, what="the user's Chromium")
         self.ws = self._get("/json/version")["webSocketDebuggerUrl"]
 
@@ -140,6 +167,9 @@ class UserChrome:
     def close(self):
         if self.proc.poll() is None:
             self.kill()
+        if self.forwarder is not None:
+            self.forwarder.kill()
+            self.forwarder.wait(10)
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
@@ -336,7 +366,7 @@ def test_a_browser_killed_mid_act_gives_unknown_and_a_clear_message(tmp_path, ap
         assert res["verified"] == "unknown", res
         assert res["verifiedReason"] == "observation_lost"
         assert "connection was lost" in res["because"] and chrome.http in res["because"]
-        assert time.monotonic() - t0 < 8
+        assert time.monotonic() - t0 < 8, (time.monotonic() - t0, json.dumps(res)[:3000])
         data, is_error = client.call("reticle_open", {"url": app.url + "/"})
         assert is_error and data["code"] == "endpoint_unreachable", data
         assert chrome.http in data["error"] and "--remote-debugging-port" in data["recovery"]
@@ -393,3 +423,103 @@ def test_an_endpoint_named_by_a_tool_call_is_refused(mcp, app):
     listed = mcp.run(lambda s: s.list_tools())
     schema = [t for t in listed.tools if t.name == "reticle_open"][0].input_schema
     assert "attach" in schema["properties"] and "cdpEndpoint" not in schema["properties"]
+
+
+@pytest.fixture
+def test_host():
+    """A host of its own: a network namespace joined to this one by a veth link (this side .1, that side .2),
+    where the machine allows one (root and iproute2); skipped elsewhere."""
+    if shutil.which("ip") is None or os.geteuid() != 0:
+        pytest.skip("a network namespace needs root and iproute2's ip")
+    n = os.getpid() % 200 + 20
+    ns, here, there = "rt%d" % os.getpid(), "10.231.%d.1" % n, "10.231.%d.2" % n
+    veth = "rv%d" % os.getpid()
+    steps = [["ip", "netns", "add", ns], ["ip", "link", "add", veth, "type", "veth", "peer", "name", veth + "p"],
+             ["ip", "link", "set", veth + "p", "netns", ns], ["ip", "addr", "add", here + "/24", "dev", veth],
+             ["ip", "link", "set", veth, "up"],
+             ["ip", "netns", "exec", ns, "ip", "addr", "add", there + "/24", "dev", veth + "p"],
+             ["ip", "netns", "exec", ns, "ip", "link", "set", veth + "p", "up"],
+             ["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"]]
+    try:
+        for step in steps:
+            got = subprocess.run(step, capture_output=True, text=True, timeout=10)
+            if got.returncode != 0:
+                pytest.skip("this machine allows no network namespace here: %s" % got.stderr.strip()[:200])
+        yield {"ns": ns, "here": here, "there": there}
+    finally:
+        subprocess.run(["ip", "link", "del", veth], capture_output=True, timeout=10)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
+
+
+def test_a_browser_on_another_host_reaches_the_daemon_it_was_named_to(tmp_path, test_host):
+    app = NotesApp(test_host["here"])  # the app where that host reaches it
+    chrome = UserChrome("about:blank", address=test_host["there"], prefix=("ip", "netns", "exec", test_host["ns"]))
+    token = "t" * 40
+    wide = endpoint_daemon(tmp_path, chrome.http, args=("--host", "0.0.0.0"), env={"RETICLE_TOKEN": token})
+    narrow = endpoint_daemon(tmp_path, chrome.http)
+    try:
+        client = _harness.Mcp(wide.url + "/mcp")
+        try:
+            opened = client.ok("reticle_open", {"url": app.url + "/"})
+            assert opened["browser"]["endpoint"] == chrome.http
+            n = len(app.saves)
+            res = save(client, opened["sessionId"], 201)
+            assert res["verified"] == "yes", res
+            assert app.saves[n:] == [("/api/save", None, '{"title":"Buy milk"}')]
+            client.ok("reticle_close", {})
+        finally:
+            client.close()
+        client = _harness.Mcp(narrow.url + "/mcp")
+        try:  # a daemon on loopback alone: said at once, not a page that never connects
+            t0 = time.monotonic()
+            data, is_error = client.call("reticle_open", {"url": app.url + "/"}, timeout=60)
+            assert is_error and data["code"] == "endpoint_unreachable", data
+            assert "listens on 127.0.0.1 only" in data["error"] and "--host 0.0.0.0" in data["recovery"]
+            assert time.monotonic() - t0 < 10
+        finally:
+            client.close()
+    finally:
+        wide.close()
+        narrow.close()
+        chrome.close()
+        app.close()
+
+
+def test_verify_spreads_its_jobs_over_the_endpoints_given(tmp_path, app):
+    browsers = [UserChrome(), UserChrome()]
+    project = tmp_path / "project"
+    flows = project / ".reticle" / "flows"
+    flows.mkdir(parents=True)
+    step = {"action": "click", "target": {"role": "button", "name": "Save"},
+            "until": {"kind": "net", "method": "POST", "urlContains": "/api/save", "status": 201}}
+    for i in range(4):
+        (flows / ("save-%d.json" % i)).write_text(json.dumps(
+            {"name": "save-%d" % i, "startUrl": app.url + "/", "steps": [step], "format": 1}))
+    port = _harness.free_port()
+    seen = {"a": 0, "b": 0}
+    stop = threading.Event()
+
+    def count():  # how many device tabs each browser held at once, at most
+        while not stop.is_set():
+            for key, b in zip("ab", browsers):
+                seen[key] = max(seen[key], len([p for p in b.pages() if p["url"].startswith(app.url)]))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=count, daemon=True)
+    watcher.start()
+    try:
+        got = subprocess.run([sys.executable, _harness.RETICLE_PY, "verify", "--jobs", "2", "--json", "--port",
+                              str(port), "--cdp-endpoint", browsers[0].http, "--cdp-endpoint", browsers[1].http],
+                             cwd=str(project), capture_output=True, text=True, timeout=240,
+                             env=_harness.daemon_env(tmp_path / "verify-state", RETICLE_PROJECT_DIR=str(project)))
+    finally:
+        stop.set()
+        watcher.join(5)
+        for b in browsers:
+            b.close()
+    assert got.returncode == 0, got.stderr[-3000:]
+    results = json.loads(got.stdout)["flows"]
+    assert sorted(r["name"] for r in results) == ["save-%d" % i for i in range(4)]
+    assert all(r["verified"] == "yes" for r in results), results
+    assert seen == {"a": 1, "b": 1}, seen  # one device on each browser, none launched
+    assert "devices on http://127.0.0.1:%d" % browsers[0].port in got.stderr

@@ -129,7 +129,9 @@
         );
         return null;
       }
-      if (!localBridge && bridge.protocol !== 'wss:') {
+      // a device's relay opens its socket on the link its daemon's DevTools connection already uses (a
+      // browser on another host, named by the user): that link carries no less than this socket
+      if (!localBridge && bridge.protocol !== 'wss:' && !CFG.device) {
         warn('not connecting: a non-loopback bridge must use wss: (start the daemon with --tls)');
         return null;
       }
