@@ -417,6 +417,102 @@ def test_init_names_the_stacks_it_used_to_call_unknown(tmp_path, home, deps, fil
         assert word not in out, (word, out)
 
 
+# Layouts as the stacks' own starters write them (create-hono, create-astro, sv create, create-react-router's
+# JavaScript template, a Litestar project), trimmed to the files init reads.
+def _pkg(deps=None, dev=None):
+    return json.dumps({"name": "app", "private": True, "type": "module", "dependencies": deps or {},
+                       "devDependencies": dev or {}})
+
+
+_HONO_NODE = {"package.json": _pkg({"@hono/node-server": "^1.14.1", "hono": "^4.7.7"},
+                                   {"@types/node": "^20.11.17", "tsx": "^4.7.1", "typescript": "^5.8.3"}),
+              "tsconfig.json": "{}",
+              "src/index.ts": "import { serve } from '@hono/node-server'\nimport { Hono } from 'hono'\n"
+                              "const app = new Hono()\nserve({ fetch: app.fetch, port: 3000 })\n"}
+_HONO_VITE = {"package.json": _pkg({"hono": "^4.7.7"}, {"@hono/vite-build": "^1.2.0", "@hono/vite-dev-server": "^0.18.2",
+                                                       "vite": "^6.1.1", "wrangler": "^4.4.0"}),
+              "vite.config.ts": "import devServer from '@hono/vite-dev-server'\n"
+                                "export default { plugins: [devServer({ entry: 'src/index.tsx' })] }\n",
+              "src/index.tsx": "import { Hono } from 'hono'\nimport { renderer } from './renderer'\n",
+              "src/renderer.tsx": "import { jsxRenderer } from 'hono/jsx-renderer'\n"}
+_ASTRO = {"package.json": _pkg({"astro": "^5.7.4"}),
+          "astro.config.mjs": "// @ts-check\nimport { defineConfig } from 'astro/config';\n"
+                              "export default defineConfig({});\n",
+          "src/layouts/Layout.astro": "---\n---\n<html lang=\"en\">\n\t<head>\n\t\t<title>Astro</title>\n\t</head>\n"
+                                      "\t<body><slot /></body>\n</html>\n",
+          "src/pages/index.astro": "---\nimport Layout from '../layouts/Layout.astro';\n---\n<Layout>hi</Layout>\n"}
+_SVELTEKIT = {"package.json": _pkg(dev={"@sveltejs/adapter-auto": "^6.0.0", "@sveltejs/kit": "^2.16.0",
+                                        "@sveltejs/vite-plugin-svelte": "^5.0.0", "svelte": "^5.0.0", "vite": "^6.2.6"}),
+              "vite.config.js": "import { sveltekit } from '@sveltejs/kit/vite';\n"
+                                "export default { plugins: [sveltekit()] };\n",
+              "src/app.html": "<!doctype html>\n<html>\n<head>\n%sveltekit.head%\n</head>\n"
+                              "<body>%sveltekit.body%</body>\n</html>\n"}
+_LITESTAR = "from litestar import Litestar, get\n\n\n@get('/')\nasync def index() -> str:\n    return 'hi'\n\n\n" \
+            "app = Litestar([index])\n"
+_RR7_JS = {"package.json": _pkg({"@react-router/node": "^7.5.3", "@react-router/serve": "^7.5.3", "react": "^19.1.0",
+                                 "react-dom": "^19.1.0", "react-router": "^7.5.3"},
+                                {"@react-router/dev": "^7.5.3", "vite": "^6.3.3"}),
+           "vite.config.js": "import { reactRouter } from '@react-router/dev/vite';\n"
+                             "export default { plugins: [reactRouter()] };\n"}
+
+
+@pytest.mark.parametrize("files, says, never", [
+    (_HONO_NODE, ["app: Hono (hono in package.json)", "the <head> of the layout your routes render",
+                  "{process.env.NODE_ENV !== 'production' && <script src=\"http://127.0.0.1:4400/reticle.js\">",
+                  "Hono server truth from OpenTelemetry", "--experimental-loader"],
+     ["app: unknown", "Node server truth", "dev HTML entry"]),
+    (_HONO_VITE, ["app: Hono (hono in package.json)", "{import.meta.env.DEV && <script src="],
+     ["app: Vite", "document.createElement"]),
+    (_ASTRO, ["app: Astro (astro in package.json)", "add this to src/layouts/Layout.astro, inside <head>",
+              "{import.meta.env.DEV && <script is:inline src=\"http://127.0.0.1:4400/reticle.js\"></script>}",
+              "Astro server truth from OpenTelemetry"], ["app: unknown", "location.hostname"]),
+    (dict(_ASTRO, **{"package.json": _pkg({"astro": "^5.7.4", "@astrojs/node": "^9.2.1"}, {"vite": "^6.3.3"})}),
+     ["app: Astro (astro in package.json)"], ["app: Vite"]),
+    (_SVELTEKIT, ["app: SvelteKit (@sveltejs/kit in package.json)", "add this to src/app.html, before %sveltekit.head%",
+                  "SvelteKit server truth"], ["app: Vite", "import.meta.env.DEV"]),
+    ({"pyproject.toml": "[project]\nname = \"notes\"\ndependencies = [\n  \"litestar[standard]>=2.12\",\n  \"jinja2\",\n]\n",
+      "src/app/__init__.py": "", "src/app/asgi.py": _LITESTAR},
+     ["app: Litestar (litestar imported in src/app/asgi.py)", "Litestar server truth: in src/app/asgi.py",
+      "`app = reticle.asgi(app)`", "`uvicorn app.asgi:app --app-dir src --reload`",
+      "with reticle.asgi(app, inject=True)"], ["app: unknown", "plain HTML"]),
+    ({"requirements.txt": "litestar==2.15.1\nuvicorn\n", "server.py": _LITESTAR,
+      "index.html": "<!doctype html><html><head><title>x</title></head><body></body></html>"},
+     ["app: Litestar (litestar imported in server.py)", "`uvicorn server:app --reload`"], ["plain HTML"]),
+    ({"pyproject.toml": "[project]\nname = \"notes\"\ndependencies = [\"litestar[standard]>=2.12\", \"litestar-granian\"]\n",
+      "services/api/v1/handlers/app.py": _LITESTAR},  # deeper than init reads: the dependency names it
+     ["app: Litestar (litestar in pyproject.toml)", "Litestar server truth: in your app module"], ["app: unknown"]),
+    (dict(_RR7_JS, **{"react-router.config.js": "export default { appDirectory: \"src\", ssr: true };\n",
+                      "src/root.jsx": "export function Layout({ children }) { return children }\n"}),
+     ["add this to src/root.jsx, inside <head> of its Layout"], ["app/root"]),
+    (dict(_RR7_JS, **{"react-router.config.js": "export default { ssr: true };\n", "jsconfig.json": "{}"}),
+     ["add this to app/root.jsx, inside <head>"], ["root.tsx"]),
+    ({"package.json": _pkg(dev={"vite": "^6.3.3"}), "backend/main.py": "from fastapi import FastAPI\n\napp = FastAPI()\n",
+      "index.html": "<!doctype html><html><head><title>x</title></head><body></body></html>"},
+     ["app: Vite (vite in package.json); HTML entry index.html", "would change index.html",
+      "FastAPI server truth: in backend/main.py"], ["Vite server truth"]),
+    ({"package.json": _pkg({"nuxt": "^3.17.0", "vue": "^3.5.13"}), "nuxt.config.ts": "export default defineNuxtConfig({})\n"},
+     ["app: Nuxt", "$development: { app: { head: { script: [{ src: \"http://127.0.0.1:4400/reticle.js\" }] } } }"],
+     ["location.hostname"]),
+], ids=["hono-node", "hono-vite", "astro", "astro-with-vite", "sveltekit", "litestar-src-layout", "litestar-server-py",
+        "litestar-declared", "react-router-appdirectory", "react-router-no-root-yet", "vite-with-fastapi", "nuxt"])
+def test_init_names_each_stack_from_its_starters_layout_and_says_where_the_tag_goes(tmp_path, home, files, says,
+                                                                                      never):
+    """A framework that renders its own documents is named before the vite it runs on (SvelteKit, Astro, a
+    Hono app on @hono/vite-dev-server), with the tag in its own dev-only form and the file it goes into;
+    a Litestar app is found by the module that imports it, anywhere in the project, or by its dependency
+    files, and gets the ASGI wrap with the server that serves the wrapped app; React Router's root file is
+    looked for in the app directory its config names; a Vite page with a Python API beside it gets both."""
+    project = tmp_path / "app"
+    for name, text in files.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text)
+    out = " ".join(_init(project, home, "--dry-run").split())
+    for word in says:
+        assert word in out, (word, out)
+    for word in never:
+        assert word not in out, (word, out)
+
+
 # -- storage truth: init finds the app's store and writes the watch into the MCP configuration -----
 
 _CONFIGS = ((".mcp.json", "mcpServers"), (".cursor/mcp.json", "mcpServers"), (".vscode/mcp.json", "servers"))

@@ -142,57 +142,119 @@ def _find_template(root: str, skipped: Optional[List[str]] = None) -> Optional[s
     return found[0] if len(found) == 1 else None
 
 
+def _python_deps(root: str, skipped: Optional[List[str]] = None) -> Dict[str, str]:
+    """The Python web frameworks the project's dependency files name: module -> the file (pyproject.toml,
+    a requirements*.txt, Pipfile, setup.cfg or setup.py), read as text; `flask-login` is not `flask`."""
+    names = ["pyproject.toml", "Pipfile", "setup.cfg", "setup.py"]
+    try:
+        names += sorted(f for f in os.listdir(root) if re.fullmatch(r"requirements[\w.-]*\.(txt|in)", f))
+    except OSError:
+        pass
+    found: Dict[str, str] = {}
+    for name in names:
+        text = re.sub(r"(?m)(^|\s)#.*$", "", _read_file_text(os.path.join(root, name), skipped) or "")
+        for module in ("flask",) + tuple(m for m, _ in _ASGI_FRAMEWORKS):
+            # a requirement: at a line's start or opening a string or list item, then extras, a specifier or its end
+            if module not in found and re.search(r"(?:^\s*|[\"'\[,]\s*)%s(?:\[[^\]\n]*\])?\s*(?:[<>=~!;,\"'@\]]|$)"
+                                                 % module, text, re.M | re.I):
+                found[module] = name
+    return found
+
+
+_PY_APP_FILES = ("app.py", "main.py", "wsgi.py", "asgi.py", "application.py", "server.py",
+                 os.path.join("app", "main.py"), os.path.join("app", "__init__.py"), os.path.join("app", "app.py"))
+_PY_SKIP_DIRS = ("node_modules", "venv", ".venv", "env", "site-packages", "__pycache__", "migrations", "tests",
+                 "test", "dist", "build", "static", "templates")
+_PY_FILES_MAX = 400  # Python files read when looking for the module that imports the framework
+
+
+def _python_files(root: str) -> List[str]:
+    """The project's Python files, the usual app modules first, then the rest within three folders
+    of `root` (at most _PY_FILES_MAX; virtualenvs, tests and migrations left out)."""
+    files = [os.path.join(root, name) for name in _PY_APP_FILES]
+    for dirpath, dirnames, filenames in os.walk(root):
+        depth = os.path.relpath(dirpath, root).count(os.sep) + (dirpath != root)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _PY_SKIP_DIRS) \
+            if depth < 3 else []
+        files += [os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py")]
+        if len(files) > _PY_FILES_MAX:
+            break
+    return list(dict.fromkeys(files))[:_PY_FILES_MAX]
+
+
+def _python_app(root: str, skipped: Optional[List[str]] = None) -> Optional[dict]:
+    """-> {kind, why, module?}: a Flask app, or an ASGI app `reticle.asgi` wraps (FastAPI, Litestar,
+    Starlette, Quart), found by the module that imports the framework or, failing that, by the project's
+    dependency files; None when neither names one."""
+    frameworks = (("flask", "Flask"),) + _ASGI_FRAMEWORKS
+    texts = [(path, _read_file_text(path, skipped) or "") for path in _python_files(root) if os.path.isfile(path)]
+    for module, kind in frameworks:
+        pattern = re.compile(r"^\s*(from %s(\.\w+)* import|import %s\b)" % (module, module), re.M)
+        for path, text in texts:
+            if pattern.search(text):
+                rel = os.path.relpath(path, root)
+                return {"kind": kind, "why": "%s imported in %s" % (module, rel), "module": rel}
+    declared = _python_deps(root, skipped)
+    for module, kind in frameworks:
+        if module in declared:
+            return {"kind": kind, "why": "%s in %s" % (module, declared[module])}
+    return None
+
+
 def _detect_app(root: str, skipped: Optional[List[str]] = None) -> dict:
-    """-> {kind, entry?, why}: the app in `root` and the HTML file the tag goes into."""
+    """-> {kind, entry?, why, module?, server?}: the app in `root` and the HTML file the tag goes into.
+    A framework that renders its own documents (Next.js, React Router, Astro, SvelteKit ...) wins over
+    the vite it runs on; a Node server (Hono, Express ...) over vite when no index.html is there; a Vite
+    page with a Python API beside it is Vite, its Python framework kept as `server`."""
     deps = _package_deps(root, skipped)
-    if "next" in deps:
-        return {"kind": "Next.js", "why": "next in package.json"}
-    if "@react-router/dev" in deps or any(os.path.isfile(os.path.join(root, "react-router.config." + e))
-                                          for e in ("ts", "js", "mts", "mjs")):
-        return {"kind": "React Router 7", "why": "@react-router/dev in package.json (framework mode)"}
-    if "@remix-run/dev" in deps:
-        return {"kind": "Remix", "why": "@remix-run/dev in package.json"}
-    if "react-scripts" in deps:
-        entry = os.path.join(root, "public", "index.html")
-        return {"kind": "Create React App", "entry": entry if os.path.isfile(entry) else None,
-                "why": "react-scripts in package.json"}
-    if "vite" in deps or any(os.path.isfile(os.path.join(root, "vite.config." + e))
-                             for e in ("js", "ts", "mjs", "mts")):
-        entry = os.path.join(root, "index.html")
-        return {"kind": "Vite", "entry": entry if os.path.isfile(entry) else None, "why": "vite in package.json"}
+    index = os.path.join(root, "index.html")
+    has_index = os.path.isfile(index)
+    pages = next(((dep, kind) for dep, kind in _PAGE_FRAMEWORKS if dep in deps), None)
+    if pages is None and any(os.path.isfile(os.path.join(root, "react-router.config." + e))
+                             for e in ("ts", "js", "mts", "mjs")):
+        pages = ("@react-router/dev", "React Router 7")
+    if pages is not None:
+        dep, kind = pages
+        why = "%s in package.json%s" % (dep, " (framework mode)" if kind == "React Router 7" else "")
+        entry = os.path.join(root, "public", "index.html") if kind == "Create React App" else None
+        return {"kind": kind, "entry": entry if entry and os.path.isfile(entry) else None, "why": why}
+    vite = "vite" in deps or any(os.path.isfile(os.path.join(root, "vite.config." + e))
+                                 for e in ("js", "ts", "mjs", "mts"))
+    python = None if os.path.isfile(os.path.join(root, "manage.py")) else _python_app(root, skipped)
+    if vite and has_index:  # a Vite page; a Python framework beside it is its API server
+        app = {"kind": "Vite", "entry": index, "why": "vite in package.json"}
+        return dict(app, server=python["kind"], module=python.get("module")) if python else app
     if os.path.isfile(os.path.join(root, "manage.py")):
         return {"kind": "Django", "entry": _find_template(root, skipped), "why": "manage.py"}
-    for name in ("app.py", "wsgi.py", "application.py", "main.py"):
-        text = _read_file_text(os.path.join(root, name), skipped) or ""
-        if re.search(r"^\s*(from flask import|import flask)", text, re.M):
-            return {"kind": "Flask", "entry": _find_template(root, skipped), "why": "flask imported in %s" % name,
-                    "module": name}
-    for name in ("main.py", "app.py", "asgi.py", os.path.join("app", "main.py")):
-        text = _read_file_text(os.path.join(root, name), skipped) or ""
-        for module, kind in _ASGI_FRAMEWORKS:
-            if re.search(r"^\s*(from %s(\.\w+)* import|import %s\b)" % (module, module), text, re.M):
-                return {"kind": kind, "entry": _find_template(root, skipped),
-                        "why": "%s imported in %s" % (module, name), "module": name}
-    node = next((kind for dep, kind in _NODE_FRAMEWORKS if dep in deps), None)
-    if node is None and os.path.isfile(os.path.join(root, "package.json")) \
-            and not os.path.isfile(os.path.join(root, "index.html")):  # a plain page with tooling stays plain HTML
-        node = "Node"
+    if python is not None:
+        return dict(python, entry=_find_template(root, skipped))
+    node = next(((dep, kind) for dep, kind in _NODE_FRAMEWORKS if dep in deps), None)
     if node is not None:  # a server that renders its own HTML: the tag goes into its layout, printed
-        return {"kind": node, "why": "%s in package.json" % node.lower() if node != "Node" else "package.json"}
-    if os.path.isfile(os.path.join(root, "index.html")):
-        return {"kind": "plain HTML", "entry": os.path.join(root, "index.html"), "why": "index.html"}
+        return {"kind": node[1], "why": "%s in package.json" % node[0], "vite": vite}
+    if vite:
+        return {"kind": "Vite", "entry": None, "why": "vite in package.json"}
+    if os.path.isfile(os.path.join(root, "package.json")) and not has_index:  # plain page + tooling stays plain
+        return {"kind": "Node", "why": "package.json"}
+    if has_index:
+        return {"kind": "plain HTML", "entry": index, "why": "index.html"}
     return {"kind": "unknown", "why": "no package.json, manage.py, Flask or ASGI app, or index.html here"}
 
 
 # ASGI frameworks whose app `reticle.asgi` wraps unchanged: the import that names each
 _ASGI_FRAMEWORKS = (("fastapi", "FastAPI"), ("litestar", "Litestar"), ("starlette", "Starlette"), ("quart", "Quart"))
-# Node frameworks that render their own pages (no index.html to edit), by their package
-_NODE_FRAMEWORKS = (("astro", "Astro"), ("nuxt", "Nuxt"), ("@sveltejs/kit", "SvelteKit"), ("hono", "Hono"),
-                    ("express", "Express"), ("fastify", "Fastify"), ("koa", "Koa"), ("@nestjs/core", "NestJS"))
+# Node frameworks that render every page's document themselves, on vite or not: the tag goes into their layout
+_PAGE_FRAMEWORKS = (("next", "Next.js"), ("@react-router/dev", "React Router 7"), ("@remix-run/dev", "Remix"),
+                    ("react-scripts", "Create React App"), ("astro", "Astro"), ("nuxt", "Nuxt"),
+                    ("@sveltejs/kit", "SvelteKit"))
+# Node servers that render their own pages (no index.html to edit), by their package
+_NODE_FRAMEWORKS = (("hono", "Hono"), ("express", "Express"), ("fastify", "Fastify"), ("koa", "Koa"),
+                    ("@nestjs/core", "NestJS"))
+_SERVER_KINDS = [kind for _, kind in _NODE_FRAMEWORKS] + ["Node"]
 
 
-def _dev_snippet(kind: str, origin: str) -> str:
-    """The dev-only tag for each kind of app: it loads the SDK in development only."""
+def _dev_snippet(kind: str, origin: str, vite: bool = False) -> str:
+    """The dev-only tag for each kind of app: it loads the SDK in development only (`vite`: a Node server
+    whose code Vite serves, where import.meta.env.DEV is defined)."""
     src = origin + "/reticle.js"
     loader = ("var s=document.createElement('script');s.src=%s;document.head.appendChild(s);" % json.dumps(src))
     if kind == "Vite":
@@ -206,8 +268,14 @@ def _dev_snippet(kind: str, origin: str) -> str:
     if kind == "Next.js":
         return ("{process.env.NODE_ENV === 'development' && <Script src=\"%s\" strategy=\"beforeInteractive\" />}"
                 % src)
-    if kind in ("React Router 7", "Remix"):
+    if kind in ("React Router 7", "Remix") or (kind == "Hono" and vite):
         return "{import.meta.env.DEV && <script src=\"%s\"></script>}" % src
+    if kind == "Hono":  # hono/jsx escapes a script's text, so the tag loads by src
+        return "{process.env.NODE_ENV !== 'production' && <script src=\"%s\"></script>}" % src
+    if kind == "Astro":  # is:inline: Astro leaves the tag as written instead of bundling what it loads
+        return "{import.meta.env.DEV && <script is:inline src=\"%s\"></script>}" % src
+    if kind == "Nuxt":  # an environment override of defineNuxtConfig: development only
+        return "$development: { app: { head: { script: [{ src: \"%s\" }] } } }" % src
     return ("<script>if (/^(localhost|127\\.0\\.0\\.1|\\[::1\\])$/.test(location.hostname)) { %s }</script>"
             % loader)
 
@@ -460,6 +528,61 @@ def _config_texts(root: str, skipped: List[str]) -> Dict[str, str]:
     return texts
 
 
+def _root_file(root: str, skipped: Optional[List[str]] = None) -> str:
+    """React Router's (or Remix's) root route, the file whose Layout renders every document: root.tsx,
+    .jsx, .ts or .js in the app directory (`appDirectory` of react-router.config, remix.config or the
+    vite plugin's options, else app/), as the app has it; when none is there, the name it would have
+    (.tsx beside a tsconfig.json, else .jsx)."""
+    app_dir = "app"
+    for name in ("react-router.config", "remix.config", "vite.config"):
+        for ext in ("ts", "js", "mts", "mjs", "cjs"):
+            text = _read_file_text(os.path.join(root, "%s.%s" % (name, ext)), skipped) or ""
+            m = re.search(r"\bappDirectory\s*:\s*([\"'`])([^\"'`\n]+)\1", text)
+            if m and app_dir == "app":
+                app_dir = os.path.normpath(m.group(2)).replace(os.sep, "/")
+    names = ["%s/root.%s" % (app_dir, ext) for ext in ("tsx", "jsx", "ts", "js")]
+    there = next((f for f in names if os.path.isfile(os.path.join(root, f))), None)
+    return there or names[0 if os.path.isfile(os.path.join(root, "tsconfig.json")) else 1]
+
+
+def _astro_layouts(root: str, skipped: Optional[List[str]] = None) -> List[str]:
+    """The Astro layouts that write a <head> (src/layouts/*.astro), from `root`."""
+    folder = os.path.join(root, "src", "layouts")
+    try:
+        names = sorted(f for f in os.listdir(folder) if f.endswith(".astro"))
+    except OSError:
+        return []
+    return ["src/layouts/" + f for f in names if "<head" in (_read_file_text(os.path.join(folder, f), skipped)
+                                                           or "").lower()]
+
+
+def _tag_advice(root: str, app: dict, origin: str, skipped: Optional[List[str]] = None) -> str:
+    """The note that says where the dev-only tag goes in an app with no HTML file init can edit (a
+    framework that renders its documents, a Node server's layout), and the tag in that framework's form."""
+    kind = app["kind"]
+    root_file = _root_file(root, skipped) if kind in ("React Router 7", "Remix") else ""
+    layouts = _astro_layouts(root, skipped) if kind == "Astro" else []
+    where = {"Next.js": "app/layout.tsx (or pages/_document.tsx), with `import Script from 'next/script'`",
+             "React Router 7": "%s, inside <head> of its Layout (framework mode has no HTML entry: the "
+                               "Layout renders every page's document)" % root_file,
+             "Remix": "%s, inside <head> of its Layout (or of the default export's document)" % root_file,
+             "Astro": "%s, inside <head>" % (" or ".join(layouts) if layouts else
+                                             "the layout every page uses (src/layouts/*.astro)"),
+             "SvelteKit": "src/app.html, before %sveltekit.head%",
+             "Nuxt": "nuxt.config, at the top level of defineNuxtConfig",
+             "Hono": "the <head> of the layout your routes render (hono/jsx's jsxRenderer; in an html`` template, "
+                     "the same <script src> under the same condition)"}
+    if kind in _SERVER_KINDS and kind != "Hono":
+        where[kind] = "the <head> of the layout template your pages render"
+    if kind == "Flask" or kind in [k for _, k in _ASGI_FRAMEWORKS]:  # no template with a </head> found
+        wrap = "reticle.wsgi(app.wsgi_app, inject=True)" if kind == "Flask" else "reticle.asgi(app, inject=True)"
+        return ("%s app (%s): no template with a </head> found; wrap the app as below with %s, which adds the tag "
+                "before </head> of each HTML page, or add this to your pages' <head>: %s"
+                % (kind, app["why"], wrap, _dev_snippet(kind, origin)))
+    return "%s app (%s): add this to %s: %s" % (kind, app["why"], where.get(kind, "the dev HTML entry"),
+                                                _dev_snippet(kind, origin, bool(app.get("vite"))))
+
+
 def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     """Everything `reticle init` would do in `root`, as data: {app, changes, notes, warnings}."""
     origin = "http://127.0.0.1:%d" % port
@@ -496,23 +619,12 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
                 notes.append("%s has no </head>; add this where the page's head is: %s"
                              % (os.path.relpath(entry, root), snippet))
     else:
-        root_file = next((f for f in ("app/root.tsx", "app/root.jsx", "app/root.ts", "app/root.js")
-                          if os.path.isfile(os.path.join(root, f))), "app/root.tsx")  # the file the app has
-        where = {"Next.js": "app/layout.tsx (or pages/_document.tsx), with `import Script from 'next/script'`",
-                 "React Router 7": "%s, inside <head> of its Layout (framework mode has no HTML entry: the "
-                                   "Layout renders every page's document)" % root_file,
-                 "Remix": "%s, inside <head> of its Layout (or of the default export's document)" % root_file,
-                 "Astro": "the <head> of the layout every page uses (src/layouts/*.astro)",
-                 "SvelteKit": "src/app.html, before %sveltekit.head%",
-                 "Nuxt": "nuxt.config's app.head.script"}
-        notes.append("%s app (%s): add this to the dev HTML entry%s: %s" % (
-            app["kind"], app["why"], " " + where.get(app["kind"], "") if app["kind"] in where else "",
-            _dev_snippet(app["kind"], origin)))
+        notes.append(_tag_advice(root, app, origin, skipped))
     texts.update(_config_texts(root, skipped))
     server_changes, server_notes = _server_init(root, app, skipped)
     changes += server_changes
     notes += server_notes
-    notes += _otel_init(root, origin, port)
+    notes += [] if app.get("server") else _otel_init(root, origin, port)  # a Vite page on a Python API: no Node
     stores = _find_stores(root, lambda path: _read_file_text(path, skipped))
     mcp_changes, mcp_notes, warnings = _mcp_configs(root, home, command, stores, skipped)
     changes += mcp_changes
@@ -586,6 +698,22 @@ def _gitignore_auth(root: str, skipped: Optional[List[str]] = None) -> Optional[
 
 _SERVER_CHECK = ("to check it: run the app, click something in a tab with Reticle, then reticle_observe "
                  "{filters: [\"server\"]} lists what the server did, or reticle_assert {kind: \"server\"}")
+# `litestar run` serves the Litestar instance it finds in the module, so it would serve the app unwrapped
+_LITESTAR_RUN = (", and serve the wrapped app with an ASGI server (`uvicorn %s --reload`): `litestar run` "
+                 "looks for the Litestar instance itself and would serve it without the wrap")
+
+
+def _asgi_target(module: Optional[str]) -> str:
+    """uvicorn's `module:app` for the app module at `module` (a path from the project), src layout included."""
+    if not module:
+        return "module:app"
+    parts = os.path.splitext(module)[0].split(os.sep)
+    parts = parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts
+    if parts[0] == "src" and len(parts) > 1:
+        return "%s:app --app-dir src" % ".".join(parts[1:])
+    return "%s:app" % ".".join(parts)
+
+
 _DJANGO_BLOCK = ("\n\nif DEBUG:  # added by `reticle init` (dev only): Reticle's script tag and server truth\n"
                  "    MIDDLEWARE = [*MIDDLEWARE, \"reticle.DjangoMiddleware\"]\n")
 
@@ -596,7 +724,7 @@ def _server_init(root: str, app: dict, skipped: Optional[List[str]] = None) -> T
     to add, printed (a wrap placed wrongly would break the app, so it is never written)."""
     changes: List[_InitChange] = []
     notes: List[str] = []
-    kind = app.get("kind")
+    kind = app.get("server") or app.get("kind")  # a Vite page's Python API server, else the app itself
 
     def read(path: str) -> str:
         return _read_file_text(path, skipped) or ""
@@ -623,9 +751,10 @@ def _server_init(root: str, app: dict, skipped: Optional[List[str]] = None) -> T
                      "`reticle.watch_sqlalchemy(engine)`); %s" % (app.get("module") or "your app module",
                                                                    _SERVER_CHECK))
     elif kind in [k for _, k in _ASGI_FRAMEWORKS]:
+        run = _LITESTAR_RUN % _asgi_target(app.get("module")) if kind == "Litestar" else ""
         notes.append("%s server truth: in %s, after the routes, add `import reticle` and, in development only, "
-                     "`app = reticle.asgi(app)` (SQLAlchemy: `reticle.watch_sqlalchemy(engine)`); %s"
-                     % (kind, app.get("module") or "your app module", _SERVER_CHECK))
+                     "`app = reticle.asgi(app)` (SQLAlchemy: `reticle.watch_sqlalchemy(engine)`)%s; %s"
+                     % (kind, app.get("module") or "your app module", run, _SERVER_CHECK))
     return changes, notes
 
 
@@ -653,11 +782,8 @@ def _otel_init(root: str, origin: str, port: int = DEFAULT_PORT) -> List[str]:
     if not os.path.isfile(os.path.join(root, "package.json")):
         return []
     deps = _package_deps(root)
-    kind = next((name for dep, name in (("next", "Next.js"), ("nuxt", "Nuxt"), ("@sveltejs/kit", "SvelteKit"),
-                                        ("@react-router/dev", "React Router 7"), ("@remix-run/dev", "Remix"),
-                                        ("astro", "Astro"), ("express", "Express"), ("fastify", "Fastify"),
-                                        ("vite", "Vite"))
-                 if dep in deps), "Node")
+    servers = [f for f in _PAGE_FRAMEWORKS if f[0] != "react-scripts"] + list(_NODE_FRAMEWORKS) + [("vite", "Vite")]
+    kind = next((name for dep, name in servers if dep in deps), "Node")  # the server that runs the app's code
     token = "reticle token" if port == DEFAULT_PORT else "reticle token --port %d" % port  # the daemon on that port
     env = ("OTEL_EXPORTER_OTLP_ENDPOINT=%s OTEL_EXPORTER_OTLP_HEADERS=\"Authorization=Bearer%%20$(%s)\" "
            "OTEL_TRACES_EXPORTER=otlp OTEL_BSP_SCHEDULE_DELAY=200" % (origin, token))
