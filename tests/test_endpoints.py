@@ -523,3 +523,30 @@ def test_verify_spreads_its_jobs_over_the_endpoints_given(tmp_path, app):
     assert all(r["verified"] == "yes" for r in results), results
     assert seen == {"a": 1, "b": 1}, seen  # one device on each browser, none launched
     assert "devices on http://127.0.0.1:%d" % browsers[0].port in got.stderr
+
+
+def test_a_device_on_an_endpoint_takes_faults_screenshots_and_timelines(tmp_path, app, chrome):
+    d = endpoint_daemon(tmp_path, chrome.http)
+    client = _harness.Mcp(d.url + "/mcp")
+    try:
+        opened = client.ok("reticle_open", {"url": app.url + "/"})
+        sid = opened["sessionId"]
+        fault = client.ok("reticle_fault", {"match": {"urlContains": "/api/save", "method": "POST"},
+                                            "respond": {"status": 500}, "sessionId": sid})
+        assert fault["in"] == "device", fault
+        n = len(app.saves)
+        res = client.ok("reticle_act_and_wait", {
+            "target": {"role": "button", "name": "Save"}, "action": "click", "sessionId": sid, "timeline": True,
+            "until": {"kind": "text", "contains": "Saved"}, "timeout_ms": 6000}, timeout=60)
+        assert res["verified"] != "yes", res  # the page said Failed under the 500 the fault gave
+        assert len(app.saves) == n  # answered in the browser: the server never saw it
+        assert "faulted" in json.dumps(res)
+        with open(res["timeline"]["path"], encoding="utf-8") as fh:
+            assert "/api/save" in fh.read()  # the act drawn, its faulted request in it
+        shot = client.ok("reticle_screenshot", {"sessionId": sid})
+        with open(shot["path"], "rb") as fh:
+            assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+        assert shot["width"] == 1280
+    finally:
+        client.close()
+        d.close()
