@@ -8808,6 +8808,8 @@ RETRY_GRACE_MS = 250                       # a write answered otherwise is final
 OBSERVE_MAX_BYTES = 32 * 1024             # one reticle_observe answer; `next` pages on
 NAV_WAIT_S = 10.0                          # how long a verdict waits for a tab's next document
 STRANDED_NOTE = "a page without Reticle's script tag"  # what a stranded tab left for (observe, judge)
+ATTACHED_NOTE = ("the user's own tab (attached): real input in the tab they see, with their cookies and logins; "
+                 "reticle_close detaches and leaves it open")
 DEVICE_LOST_NOTE = "the device's browser connection was lost"  # how a device whose browser went starts its why
 STRANDED_MS = 1500.0                       # a tagged tab whose socket left this long ago, no page back: stranded
 ARRIVAL_WAIT_MS = 2000.0                   # how long a new document's hello waits for its first events
@@ -16197,6 +16199,7 @@ class _TabDevice:
     net: _Ledger
     acting: int
     dialog_policy: Optional[dict]
+    attached = False  # the user's own tab in a browser of theirs (a CDP endpoint), not a page Reticle opened
 
 
 _CHURN_TYPES: Dict[str, bool] = {}  # event type -> churn?  (a page sends few types: a small memo)
@@ -24750,7 +24753,7 @@ def _compact(out: dict, v: dict) -> dict:
                 c[k] = [_short(x, 120) for x in v[k][:5]] if isinstance(v[k], list) else _short(v[k], 200)
     if out.get("contradictions"):
         c["contradictions"] = [{"kind": x["kind"], "counter": _short(x["counter"], 160)} for x in out["contradictions"]]
-    for k in ("advice", "alreadyTrue", "coverage", "warning", "server", "serverWait", "stored"):
+    for k in ("advice", "alreadyTrue", "coverage", "warning", "server", "serverWait", "stored", "attached"):
         if out.get(k):
             c[k] = out[k]
     issues = ((out.get("honesty") or {}).get("integrity") or {}).get("issues")
@@ -24973,6 +24976,8 @@ def _with_health(session: "_BrowserSession", out: dict) -> dict:
     elif session.throttled():
         out["session"] = {"lastSeenMs": session.last_seen_ms(), "throttled": True, "focused": session.health.focused}
         out["warning"] = "the tab is hidden or silent; its timers and animations may be throttled"
+    if session.device is not None and session.device.attached:  # said wherever the tab is read or driven
+        out["attached"] = ATTACHED_NOTE
     seen = session.health.dialogs_since(out.get("since"))
     if seen:
         out["dialogs"] = seen
@@ -27272,6 +27277,8 @@ def _describe_session(session: "_BrowserSession") -> dict:
     device = _device_of(session)
     if device is not None:
         out["device"] = {"deviceId": device.id, "input": "cdp", "headed": device.headed}
+        if device.endpoint is not None:  # a browser the user runs: where, and whether this is their own tab
+            out["device"].update(endpoint=device.endpoint.shown, attached=device.attached)
     if session.sdk_version and session.sdk_version != __version__:
         out["versionSkew"] = {"sdk": session.sdk_version, "daemon": __version__}
     stuck = session.not_answering()
@@ -28024,10 +28031,8 @@ async def _tool_open(hub: _Daemon, session: Optional["_BrowserSession"], args: d
            "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
     if device.endpoint is not None:
         out["browser"] = {"endpoint": device.endpoint.shown, "product": device.endpoint.browser or None}
-        out["note"] = ("the user's own tab, attached: acts here are real input in the tab the user sees, with "
-                       "its cookies and logins; reticle_close detaches and leaves the tab open"
-                       if device.attached else "a browser context of its own in the browser at %s (no cookies "
-                       "or storage of the user's); acts are real input; reticle_close disposes of it"
+        out["note"] = (ATTACHED_NOTE if device.attached else "a browser context of its own in the browser at %s "
+                       "(no cookies or storage of the user's); acts are real input; reticle_close disposes of it"
                        % device.endpoint.shown)
     tab = hub.bridge.get(device.session_id)
     if tab is not None:

@@ -338,7 +338,10 @@ def test_attaching_reads_the_users_logged_in_tab_and_detaching_leaves_it(tmp_pat
         n = len(app.saves)
         res = save(client, opened["sessionId"], 201)
         assert res["verified"] == "yes", res
+        assert "the user's own tab" in res["attached"]  # every answer over the tab says whose it is
         assert app.saves[n:] == [("/api/save", "ada", '{"title":"Buy milk"}')]  # sent with the user's login
+        listed = client.ok("reticle_sessions")["sessions"][0]["device"]
+        assert listed["attached"] is True and listed["endpoint"] == chrome.http
         closed = client.ok("reticle_close", {})
         assert closed["detached"] is True and closed["closed"] is False
         after = chrome.pages()

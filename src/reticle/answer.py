@@ -10,7 +10,7 @@ import collections
 from typing import Any, Dict, List, Optional
 
 from .bridge import _summarise
-from .constants import EVENT_CAP_AGE_MS, EVENT_CAP_BYTES, EVENT_CAP_COUNT
+from .constants import ATTACHED_NOTE, EVENT_CAP_AGE_MS, EVENT_CAP_BYTES, EVENT_CAP_COUNT
 from .events import _call_label
 from .journal import _journal
 from .judge import _server_summary, _trim_evidence, _verdict
@@ -37,7 +37,7 @@ def _compact(out: dict, v: dict) -> dict:
                 c[k] = [_short(x, 120) for x in v[k][:5]] if isinstance(v[k], list) else _short(v[k], 200)
     if out.get("contradictions"):
         c["contradictions"] = [{"kind": x["kind"], "counter": _short(x["counter"], 160)} for x in out["contradictions"]]
-    for k in ("advice", "alreadyTrue", "coverage", "warning", "server", "serverWait", "stored"):
+    for k in ("advice", "alreadyTrue", "coverage", "warning", "server", "serverWait", "stored", "attached"):
         if out.get(k):
             c[k] = out[k]
     issues = ((out.get("honesty") or {}).get("integrity") or {}).get("issues")
@@ -260,6 +260,8 @@ def _with_health(session: "_BrowserSession", out: dict) -> dict:
     elif session.throttled():
         out["session"] = {"lastSeenMs": session.last_seen_ms(), "throttled": True, "focused": session.health.focused}
         out["warning"] = "the tab is hidden or silent; its timers and animations may be throttled"
+    if session.device is not None and session.device.attached:  # said wherever the tab is read or driven
+        out["attached"] = ATTACHED_NOTE
     seen = session.health.dialogs_since(out.get("since"))
     if seen:
         out["dialogs"] = seen

@@ -38,6 +38,8 @@ RETRY_GRACE_MS = 250                       # a write answered otherwise is final
 OBSERVE_MAX_BYTES = 32 * 1024             # one reticle_observe answer; `next` pages on
 NAV_WAIT_S = 10.0                          # how long a verdict waits for a tab's next document
 STRANDED_NOTE = "a page without Reticle's script tag"  # what a stranded tab left for (observe, judge)
+ATTACHED_NOTE = ("the user's own tab (attached): real input in the tab they see, with their cookies and logins; "
+                 "reticle_close detaches and leaves it open")
 DEVICE_LOST_NOTE = "the device's browser connection was lost"  # how a device whose browser went starts its why
 STRANDED_MS = 1500.0                       # a tagged tab whose socket left this long ago, no page back: stranded
 ARRIVAL_WAIT_MS = 2000.0                   # how long a new document's hello waits for its first events

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 from .auth import _auth_expired, _load_auth_state
 from .browser import _jpeg_size, _png_size
 from .calls import _CallContext, _WithContent, _progress_note
-from .constants import FLOW_MAX_STEPS
+from .constants import ATTACHED_NOTE, FLOW_MAX_STEPS
 from .daemon import _Daemon
 from .devices import (DEVICE_IDLE_S, SCREENSHOT_INLINE_MAX_HEIGHT, SCREENSHOT_INLINE_MAX_WIDTH, SCREENSHOT_MAX_HEIGHT,
     _device_of)
@@ -80,10 +80,8 @@ async def _tool_open(hub: _Daemon, session: Optional["_BrowserSession"], args: d
            "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
     if device.endpoint is not None:
         out["browser"] = {"endpoint": device.endpoint.shown, "product": device.endpoint.browser or None}
-        out["note"] = ("the user's own tab, attached: acts here are real input in the tab the user sees, with "
-                       "its cookies and logins; reticle_close detaches and leaves the tab open"
-                       if device.attached else "a browser context of its own in the browser at %s (no cookies "
-                       "or storage of the user's); acts are real input; reticle_close disposes of it"
+        out["note"] = (ATTACHED_NOTE if device.attached else "a browser context of its own in the browser at %s "
+                       "(no cookies or storage of the user's); acts are real input; reticle_close disposes of it"
                        % device.endpoint.shown)
     tab = hub.bridge.get(device.session_id)
     if tab is not None:

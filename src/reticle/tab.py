@@ -79,6 +79,7 @@ class _TabDevice:
     net: _Ledger
     acting: int
     dialog_policy: Optional[dict]
+    attached = False  # the user's own tab in a browser of theirs (a CDP endpoint), not a page Reticle opened
 
 
 _CHURN_TYPES: Dict[str, bool] = {}  # event type -> churn?  (a page sends few types: a small memo)

@@ -822,6 +822,8 @@ def _describe_session(session: "_BrowserSession") -> dict:
     device = _device_of(session)
     if device is not None:
         out["device"] = {"deviceId": device.id, "input": "cdp", "headed": device.headed}
+        if device.endpoint is not None:  # a browser the user runs: where, and whether this is their own tab
+            out["device"].update(endpoint=device.endpoint.shown, attached=device.attached)
     if session.sdk_version and session.sdk_version != __version__:
         out["versionSkew"] = {"sdk": session.sdk_version, "daemon": __version__}
     stuck = session.not_answering()
