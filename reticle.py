@@ -17129,6 +17129,13 @@ class _TabDocuments:
         tab._wake()
 
 
+def _asked_at(store: _EventStore, doc: Any, mark: Any) -> Optional[float]:
+    """When (the daemon's clock) the page announced the request a server record answers (its net.pending, by
+    document and mark), or None when that is not in the store (yet)."""
+    return next((e["t"] for e in store.query(prefix="net.pending") if e.get("doc") == doc
+                 and mark is not None and str(e["data"].get("serverMark")) == str(mark)), None)
+
+
 class _BrowserSession:
     """One tab, whichever socket carries it: its identity, the document it is on and one on its way,
     its health, act marks, open requests and snapshots (each a part of its own, above), what the
@@ -17248,8 +17255,9 @@ class _BrowserSession:
         self.marks.note_page_time(since, result)
 
     def window(self, since: float, until: Optional[float] = None, prefix: Optional[str] = None) -> List[dict]:
-        """Events from `since` on; when `since` is an act, none the page made before it."""
-        events = self.store.query(since, until, prefix)
+        """Events from `since` on; when `since` is an act, none the page made before it; and no server record
+        of a request the page made before `since` (a page load's record that came late is not the act's)."""
+        events = [e for e in self.store.query(since, until, prefix) if e.get("asked", since) >= since]
         mark = self.marks.page_time(since)
         if mark is None:
             return events
@@ -17276,6 +17284,9 @@ class _BrowserSession:
         """What the app's server did for one of this tab's requests (Server truth section) -> its event."""
         self.server_seen += 1
         event = {"t": self.clock(), "type": "server.request", "data": rec}
+        asked = _asked_at(self.store, rec.get("documentId"), rec.get("requestId"))
+        if asked is not None:  # when the request it answers was made: a window from later leaves it out
+            event["asked"] = asked
         self.store.add(event, 256 + len(_dumps(rec)))
         self._wake()
         return event
