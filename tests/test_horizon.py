@@ -87,6 +87,8 @@ def test_failure_ui_convention(live, name, way):
     out = act_and_wait(live)
     if way == "fail":
         assert out["verified"] == "no" and out["verifiedReason"] == "failure_observed", out
+        label = {r.name: r for r in reticle._FAILURE_UI}[name].label  # each named as itself (rails-errors: a box)
+        assert (label or " %s message" % name) in out["because"], out["because"]
     else:
         assert out["verified"] == "yes", out
 
