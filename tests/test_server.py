@@ -377,6 +377,39 @@ def test_an_acts_answer_names_the_server_records_of_its_own_requests_alone(devic
         app.close()
 
 
+@pytest.mark.parametrize("plain", [False, True], ids=["middleware", "plain"])
+def test_a_redirected_form_posts_status_through_the_tag_is_unknown_at_once(plain, tmp_path, daemon, mcp):
+    """A page's scripts never see the status of a full-page post answered by a redirect (the browser gives
+    them the page it led to): through the script tag a `net` status over POST /form → 303 is unknown at once,
+    not at the timeout, saying so and what decides it (the server's record when the app reports one, else a
+    device or a `server` predicate); a device, which reads the browser's own record, decides it.  Twice each."""
+    app = App("flask", tmp_path, daemon, env={"SHOP_PLAIN": "1"} if plain else None)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        for n, status in enumerate((303, 200)):
+            mcp.ok("reticle_navigate", {"url": app.url + "/", "sessionId": sid}, timeout=30)
+            started = time.monotonic()
+            out = act(mcp, sid, "Post form", {"kind": "net", "method": "POST", "urlContains": "/form", "status": status},
+                      timeout_ms=8000)
+            took = time.monotonic() - started
+            assert (out["verified"], out["verifiedReason"]) == ("unknown", "inconclusive"), (n, out)
+            assert took < 3, (n, took, out["because"])  # the timeout is 8 s
+            assert "the browser hides the status of a full-page post answered by a redirect from the page's " \
+                   "scripts" in out["because"], out["because"]
+            assert ("a device (reticle_open)" if plain else "the app's server says it answered 303") \
+                in out["because"], out["because"]
+        browser.close()
+        browser = None
+        sid, _ = open_tab(mcp, app, device=True)
+        out = act(mcp, sid, "Post form", {"kind": "net", "method": "POST", "urlContains": "/form", "status": 303})
+        assert out["verified"] == "yes", out
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
 @pytest.mark.parametrize("framework", ("flask", "fastapi", "sqlite3"))
 def test_the_wrong_row_is_a_contradiction(framework, tmp_path, daemon, mcp):
     """POST /api/contact/3/rename_wrong renames contact 2 and answers as if it renamed 3: its path names
