@@ -494,10 +494,12 @@ def _server_knowledge(session: "_BrowserSession", known: "_Known") -> None:
             prefix="server.request") for w in e["data"].get("writes") or () if w.get("table"))
         return
     otel = getattr(getattr(getattr(session, "bridge", None), "hub", None), "otel", None)
-    found = otel.sources.unattributed(session.clock()) if otel is not None else []
-    if found:
+    found = otel.sources.unattributed(session.clock(), url=session.origin or session.url) if otel is not None else []
+    if found:  # (the services that answered this page's origin, when any did: _SpanSources.unattributed)
         known.server_hint = "OpenTelemetry spans reach the daemon, but none can be attributed to a tab: %s" % (
-            "; ".join("service %s: %s; %s" % (f["service"], f["cause"], f["fix"]) for f in found[:2]))
+            "; ".join("service %s%s: %s; %s" % (f["service"], " (it answers this page's origin)"
+                                                  if f.get("answersOrigin") else "", f["cause"], f["fix"])
+                      for f in found[:2]))
 
 
 # the codes a page may give a refused command (anything else it says is "page_refused")
