@@ -11887,16 +11887,20 @@ class _FailureUi:
     element is a message surface whose text decides (None: a failure phrase with no negation).
     The SDK looks for every row (in this order, error rows above the ARIA ones) and reports what
     it finds as `ui.alert` events with `source` = the row's name; alerts_read lists what is shown
-    now.  tests/test_failure_ui.py has a row per record, both ways."""
+    now.  An answer names what it found "in a <name> message", or by the row's `label` where the
+    element is no message (a form's list of validation errors).  tests/test_horizon.py has a row
+    per record, both ways."""
 
-    __slots__ = ("name", "selector", "level", "example", "success")
+    __slots__ = ("name", "selector", "level", "example", "success", "label")
 
-    def __init__(self, name: str, selector: str, level: Optional[str], example: str, success: str) -> None:
+    def __init__(self, name: str, selector: str, level: Optional[str], example: str, success: str,
+                 label: str = "") -> None:
         self.name = name
         self.selector = selector
         self.level = level
         self.example = example      # HTML that must read as a failure
         self.success = success      # HTML beside it that must not
+        self.label = label          # how an answer names it ("in a Rails validation-errors box"), or ""
 
 
 _FAILURE_UI: Tuple[_FailureUi, ...] = (
@@ -11914,10 +11918,11 @@ _FAILURE_UI: Tuple[_FailureUi, ...] = (
     _FailureUi("rails-flash", "#flash_alert,.flash.alert,.flash-alert,p.alert:not([class*=\"alert-\"])", "error",
                '<p class="alert">Could not save the note.</p>',
                '<p class="notice">Note was successfully created.</p>'),
+    # the scaffold's box listing a model's validation errors above its form (no flash message)
     _FailureUi("rails-errors", "#error_explanation", "error",
                '<div id="error_explanation"><h2>1 error prohibited this note from being saved:</h2>'
                '<ul><li>Title can\'t be blank</li></ul></div>',
-               '<div id="notice">Note was successfully updated.</div>'),
+               '<div id="notice">Note was successfully updated.</div>', "in a Rails validation-errors box"),
     _FailureUi("bootstrap", ".alert-danger,.invalid-feedback,.toast.text-bg-danger,.toast.bg-danger", "error",
                '<div class="alert alert-danger">Payment declined.</div>',
                '<div class="alert alert-success">Payment received.</div>'),
@@ -12110,6 +12115,9 @@ def _error_ui(window: List[dict], answers: Optional[List[dict]] = None) -> List[
         _carried_failures(window, answers)
 
 
+_FAILURE_LABELS = {r.name: r.label for r in _FAILURE_UI if r.label}
+
+
 def _ui_label(d: dict) -> str:
     source = d["source"] if isinstance(d.get("source"), str) else ""  # the page's: it may send any JSON there
     where = {"invalid": "beside the field %r" % d.get("field", "?"), "toast": "in a toast",
@@ -12120,7 +12128,8 @@ def _ui_label(d: dict) -> str:
                                                   "in the act's form" if d.get("scope") == "form" else
                                                   "on the page the posted form came back on"),
              "alertdialog": "in a dialog", "assertive": "in an assertive live region", "alert": "as an alert"}.get(
-        source, "in a %s message" % source if source else "as an alert")
+        source, _FAILURE_LABELS.get(source) or ("in a%s %s message" % ("n" if source[0] in "aeiou" else "", source)
+                                                if source else "as an alert"))
     return "%r %s%s" % (_short(str(d.get("text", "")), 120), where,
                         ", rendered by %s" % d["at"] if isinstance(d.get("at"), str) and d["at"] else "")
 #: end src/reticle/conventions.py
@@ -16615,10 +16624,12 @@ def _server_knowledge(session: "_BrowserSession", known: "_Known") -> None:
             prefix="server.request") for w in e["data"].get("writes") or () if w.get("table"))
         return
     otel = getattr(getattr(getattr(session, "bridge", None), "hub", None), "otel", None)
-    found = otel.sources.unattributed(session.clock()) if otel is not None else []
-    if found:
+    found = otel.sources.unattributed(session.clock(), url=session.origin or session.url) if otel is not None else []
+    if found:  # (the services that answered this page's origin, when any did: _SpanSources.unattributed)
         known.server_hint = "OpenTelemetry spans reach the daemon, but none can be attributed to a tab: %s" % (
-            "; ".join("service %s: %s; %s" % (f["service"], f["cause"], f["fix"]) for f in found[:2]))
+            "; ".join("service %s%s: %s; %s" % (f["service"], " (it answers this page's origin)"
+                                                  if f.get("answersOrigin") else "", f["cause"], f["fix"])
+                      for f in found[:2]))
 
 
 # the codes a page may give a refused command (anything else it says is "page_refused")
@@ -17342,6 +17353,13 @@ class _TabDocuments:
         tab._wake()
 
 
+def _asked_at(store: _EventStore, doc: Any, mark: Any) -> Optional[float]:
+    """When (the daemon's clock) the page announced the request a server record answers (its net.pending, by
+    document and mark), or None when that is not in the store (yet)."""
+    return next((e["t"] for e in store.query(prefix="net.pending") if e.get("doc") == doc
+                 and mark is not None and str(e["data"].get("serverMark")) == str(mark)), None)
+
+
 class _BrowserSession:
     """One tab, whichever socket carries it: its identity, the document it is on and one on its way,
     its health, act marks, open requests and snapshots (each a part of its own, above), what the
@@ -17461,8 +17479,9 @@ class _BrowserSession:
         self.marks.note_page_time(since, result)
 
     def window(self, since: float, until: Optional[float] = None, prefix: Optional[str] = None) -> List[dict]:
-        """Events from `since` on; when `since` is an act, none the page made before it."""
-        events = self.store.query(since, until, prefix)
+        """Events from `since` on; when `since` is an act, none the page made before it; and no server record
+        of a request the page made before `since` (a page load's record that came late is not the act's)."""
+        events = [e for e in self.store.query(since, until, prefix) if e.get("asked", since) >= since]
         mark = self.marks.page_time(since)
         if mark is None:
             return events
@@ -17489,6 +17508,9 @@ class _BrowserSession:
         """What the app's server did for one of this tab's requests (Server truth section) -> its event."""
         self.server_seen += 1
         event = {"t": self.clock(), "type": "server.request", "data": rec}
+        asked = _asked_at(self.store, rec.get("documentId"), rec.get("requestId"))
+        if asked is not None:  # when the request it answers was made: a window from later leaves it out
+            event["asked"] = asked
         self.store.add(event, 256 + len(_dumps(rec)))
         self._wake()
         return event
@@ -21992,18 +22014,20 @@ def _span_origin(attrs: dict) -> Optional[str]:
 
 class _SpanSources:
     """What each service that sends spans has shown, for saying why its spans land in no tab: spans,
-    HTTP SERVER spans, and SERVER spans under a trace id the daemon issued (attributed).  A service with
-    spans but no SERVER span has an HTTP server no instrumentation sees; one whose SERVER spans never
-    carry an issued trace id does not continue the tab's `traceparent`."""
+    HTTP SERVER spans, and SERVER spans under a trace id the daemon issued (attributed), and the origins
+    its SERVER spans answered.  A service with spans but no SERVER span has an HTTP server no
+    instrumentation sees; one whose SERVER spans never carry an issued trace id does not continue the
+    tab's `traceparent`."""
 
     def __init__(self) -> None:
-        self.services: "collections.OrderedDict[str, Dict[str, float]]" = collections.OrderedDict()
+        self.services: "collections.OrderedDict[str, Dict[str, Any]]" = collections.OrderedDict()
 
     def note(self, spans: List[dict], owned: Set[str], now: float) -> None:
         for sp in spans:
             row = self.services.get(sp["service"])
             if row is None:
-                row = self.services[sp["service"]] = {"spans": 0, "server": 0, "attributed": 0, "at": now}
+                row = self.services[sp["service"]] = {"spans": 0, "server": 0, "attributed": 0, "at": now,
+                                                      "origins": []}
                 while len(self.services) > 64:
                     self.services.popitem(last=False)
             row["spans"] += 1
@@ -22011,6 +22035,9 @@ class _SpanSources:
             if sp["kind"] == 2:
                 row["server"] += 1
                 row["attributed"] += sp["traceId"] in owned
+                origin = _span_origin(sp["attrs"])
+                if origin is not None and origin not in row["origins"] and len(row["origins"]) < 8:
+                    row["origins"].append(origin)
 
     def attributed(self, service: str) -> None:
         """A SERVER span of `service` was tied to a tab by method, path and time (tying.py): it landed."""
@@ -22018,12 +22045,17 @@ class _SpanSources:
         if row is not None:
             row["attributed"] += 1
 
-    def unattributed(self, now: float, recent_ms: float = 600_000.0) -> List[dict]:
+    def unattributed(self, now: float, recent_ms: float = 600_000.0, url: str = "") -> List[dict]:
         """The services heard in the last ten minutes none of whose spans could land in a tab: why, and
-        the fix for a stack that sends spans (never the Python middleware's)."""
+        the fix for a stack that sends spans (never the Python middleware's).  For a tab's page (`url`):
+        only the services whose SERVER spans answered its origin, when any did (not another app's that
+        sends spans to the same daemon)."""
+        origin = _url_origin(url) if url else None
+        recent = [(name, row) for name, row in self.services.items() if now - row["at"] <= recent_ms]
+        here = [(name, row) for name, row in recent if origin is not None and origin in row["origins"]]
         out = []
-        for name, row in self.services.items():
-            if now - row["at"] > recent_ms or row["attributed"] or row["spans"] < 2:
+        for name, row in here or recent:
+            if row["attributed"] or row["spans"] < 2:
                 continue
             if not row["server"]:
                 cause = ("its %d span(s) hold no HTTP SERVER span: its HTTP server is not instrumented" % row["spans"])
@@ -22039,7 +22071,8 @@ class _SpanSources:
                        "proxy in front drop the traceparent header; a form post or link with the script tag carries "
                        "no traceparent (open the page as a device: reticle_open)")
             out.append({"service": name or "(unnamed)", "spans": int(row["spans"]),
-                        "serverSpans": int(row["server"]), "cause": cause, "fix": fix})
+                        "serverSpans": int(row["server"]), "cause": cause, "fix": fix,
+                        **({"answersOrigin": True} if here else {})})
         return out[:5]
 
 
@@ -22479,10 +22512,7 @@ def _net_unmatched(p: dict, obs: _Observation, window: List[dict], done: List[di
                 "off), so the header %r cannot be checked" % (_call_label(headless[0]), p["header"]["name"]))}
     hidden = [d for d in done if d.get("statusKnown") is False and _call_matches(d, p, pending=True)]
     if hidden and ("status" in p or "ok" in p):
-        return {"pass": False, "assertion": "net.present", "inconclusive": (
-            "%s happened, but the browser does not expose its status (%s), so a predicate on its status "
-            "cannot be decided; drop status, or assert what the next page shows" % (
-                _call_label(hidden[0]), hidden[0].get("statusNote") or "a document request")), "evidence": hidden[0]}
+        return _net_hidden_status(hidden[0], window)
     if "status" in p or "ok" in p:
         answered = _net_answered_otherwise(p, obs, window)
         if answered is not None:
@@ -22515,6 +22545,28 @@ def _net_unmatched(p: dict, obs: _Observation, window: List[dict], done: List[di
                                  "{kind: \"frame\", ...}" % (
                                      len(elsewhere), _frame_label(elsewhere[0])))
     return out
+
+
+def _net_hidden_status(d: dict, window: List[dict]) -> dict:
+    """A full-page post (or link) answered by a redirect: the browser gives a page's scripts the status of
+    the page the redirect led to, never the request's own, so with the script tag a predicate on it can
+    never be decided: unknown at once (not at the timeout), saying what decides it: a device, which reads
+    the browser's own network record, or the app's server (its record of the request is named when it came)."""
+    marks = {(e.get("doc"), str(e["data"]["serverMark"])) for e in window if e["type"] == "net.pending"
+             and e["data"].get("requestId") == d.get("requestId") and e["data"].get("serverMark")}
+    said = next((r for r in _server_records(window) if r.get("method") == d.get("method")
+                 and (r.get("documentId"), str(r.get("requestId"))) in marks), None)
+    return {"pass": False, "assertion": "net.status-hidden", "decided": True, "decidedBy": "unknowable",
+            "evidence": d, "inconclusive": (
+                "%s happened, but the browser hides the status of a full-page %s answered by a redirect from the "
+                "page's scripts (%s), so through the script tag a predicate on its status can never be decided; %s"
+                % (_call_label(d), "navigation" if (d.get("method") or "GET").upper() == "GET" else "post",
+                   d.get("statusNote") or "a document request",
+                   "the app's server says it answered %s (a `server` predicate checks that)" % said.get("status")
+                   if said is not None else
+                   "a device (reticle_open), which reads the browser's own network record, decides it, as does a "
+                   "`server` predicate where the app reports what its server did; or drop status and assert what "
+                   "the next page shows"))}
 
 
 def _net_answered_otherwise(p: dict, obs: _Observation, window: List[dict]) -> Optional[dict]:

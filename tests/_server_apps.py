@@ -32,7 +32,7 @@ it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
                       after its 303 (table `note`): "nothing..." writes nothing, "rollback..." rolls back,
                       a rename to "wrongrow..." renames note id-1
   GET  /done          the page the form post lands on (Flask, with SHOP_LATE_RECORD=S: its record comes S
-                      seconds after the page, a record delayed on purpose)
+                      seconds after the page, a record delayed on purpose; SHOP_LATE_PAGE=S does so for GET /)
   GET  /journal       (Flask) a plain HTML form whose posts write through a raw sqlite3 connection in an explicit
                       BEGIN ... COMMIT (statements OpenTelemetry's sqlite3 instrumentation traces, so the spans
                       show the commit), then 303 to /done: POST /journal saves; /journal/logged saves, then catches
@@ -241,12 +241,12 @@ def logged_failure():
     return "ok"
 
 
-def late_record(flask, body):
-    """/done's answer; with SHOP_LATE_RECORD=S (Flask) its record reaches the daemon S seconds after the
-    browser has the page: the middleware sends a record when the server closes the body, and a close
-    callback (Flask's call_on_close) runs before that."""
+def late_record(flask, body, setting="SHOP_LATE_RECORD"):
+    """/done's answer (/'s with SHOP_LATE_PAGE); with SHOP_LATE_RECORD=S (Flask) its record reaches the daemon S
+    seconds after the browser has the page: the middleware sends a record when the server closes the body, and a
+    close callback (Flask's call_on_close) runs before that."""
     response = flask.make_response(body)
-    delay = float(os.environ.get("SHOP_LATE_RECORD") or 0)
+    delay = float(os.environ.get(setting) or 0)
     if delay:
         response.call_on_close(lambda: time.sleep(delay))
     return response
@@ -256,7 +256,7 @@ def flask_app(db, daemon):
     import flask
     store = SqlProfile(db)
     app = flask.Flask("shop")
-    app.get("/", endpoint="index")(lambda: page(daemon, PAGE))
+    app.get("/", endpoint="index")(lambda: late_record(flask, page(daemon, PAGE), "SHOP_LATE_PAGE"))
     app.get("/done", endpoint="done")(lambda: late_record(flask, page(daemon, DONE)))
     app.post("/api/noop", endpoint="noop")(lambda: {"ok": True})
     app.post("/api/save", endpoint="save_profile")(lambda: store.insert("ada"))

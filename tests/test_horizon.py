@@ -87,6 +87,8 @@ def test_failure_ui_convention(live, name, way):
     out = act_and_wait(live)
     if way == "fail":
         assert out["verified"] == "no" and out["verifiedReason"] == "failure_observed", out
+        label = {r.name: r for r in reticle._FAILURE_UI}[name].label  # each named as itself (rails-errors: a box)
+        assert (label or " %s message" % name) in out["because"], out["because"]
     else:
         assert out["verified"] == "yes", out
 
@@ -233,7 +235,7 @@ DJ_POSTED = {"kind": "net", "method": "POST", "urlContains": "/dj/add"}
 def test_in_a_device_a_form_posts_redirect_is_a_status_like_any_other(live, device):
     """Issue 29 #2: the browser saw the 302 a form post was answered with, which its page cannot: in a
     device `status: 200` over it is `no` at once, naming where it led; `status: 302` holds.  With the
-    script tag the status stays hidden (unknown, as before)."""
+    script tag the status stays hidden (unknown at once, saying so)."""
     in_device(live, device, "/dj/")
     started = time.monotonic()
     out = live.mcp.ok("reticle_act_and_wait", dict(SAVE, sessionId=device, timeout_ms=8000,
@@ -249,7 +251,7 @@ def test_in_a_device_a_form_posts_redirect_is_a_status_like_any_other(live, devi
     assert nav["confirmed"] is True, nav
     out = live.mcp.ok("reticle_act_and_wait", dict(SAVE, timeout_ms=1500, until=dict(DJ_POSTED, status=200),
                                                    sessionId=tag))
-    assert out["verified"] == "unknown" and "does not expose its status" in out["because"], out
+    assert out["verified"] == "unknown" and "the browser hides the status of a full-page post" in out["because"], out
 
 
 @pytest.mark.skipif(not os.path.exists(TURBO_JS), reason="needs @hotwired/turbo (sh tests/bootstrap.sh)")

@@ -50,13 +50,14 @@ def kv(key, value):
     return common_pb2.KeyValue(key=key, value=v)
 
 
-def traces_request(trace=TRACE, status=200, exception=None, db=(), db_scope="@opentelemetry/instrumentation-pg"):
-    """An ExportTraceServiceRequest as the official package encodes it: one SERVER span, an
-    exception event on it when asked, and a CLIENT span per database statement (under the scope of
-    the instrumentation that made it: Node's pg by default)."""
+def traces_request(trace=TRACE, status=200, exception=None, db=(), db_scope="@opentelemetry/instrumentation-pg",
+                   service="shop", port=3000):
+    """An ExportTraceServiceRequest as the official package encodes it: one SERVER span (of `service`, answering
+    127.0.0.1:`port`), an exception event on it when asked, and a CLIENT span per database statement (under the
+    scope of the instrumentation that made it: Node's pg by default)."""
     req = pb_trace.ExportTraceServiceRequest()
     rs = req.resource_spans.add()
-    rs.resource.attributes.append(kv("service.name", "shop"))
+    rs.resource.attributes.append(kv("service.name", service))
     ss = rs.scope_spans.add()
     ss.scope.name = "@opentelemetry/instrumentation-http"
     server = ss.spans.add(trace_id=bytes.fromhex(trace), span_id=bytes.fromhex("00f067aa0ba902b7"),
@@ -65,7 +66,7 @@ def traces_request(trace=TRACE, status=200, exception=None, db=(), db_scope="@op
                           end_time_unix_nano=1_700_000_000_012_500_000)
     server.attributes.extend([kv("http.request.method", "POST"), kv("url.path", "/api/save"),
                               kv("http.route", "/api/save"), kv("http.response.status_code", status),
-                              kv("server.address", "127.0.0.1"), kv("server.port", 3000)])
+                              kv("server.address", "127.0.0.1"), kv("server.port", port)])
     if exception:
         ev = server.events.add(name="exception", time_unix_nano=1_700_000_000_010_000_000)
         ev.attributes.extend([kv("exception.type", exception[0]), kv("exception.message", exception[1]),
@@ -692,7 +693,7 @@ class PythonOtelApp(AppProcess):
     stock Python OpenTelemetry: `opentelemetry-instrument` (flask, sqlalchemy, sqlite3 instrumentations),
     its OTLP/HTTP exporter pointed at the daemon by the standard OTEL_* variables."""
 
-    def __init__(self, tmp, daemon, middleware=False, logs=False):
+    def __init__(self, tmp, daemon, middleware=False, logs=False, env_extra=None):
         exe = shutil.which("opentelemetry-instrument")
         if exe is None:
             pytest.skip("opentelemetry-instrument is not installed (tests/requirements.txt)")
@@ -708,6 +709,7 @@ class PythonOtelApp(AppProcess):
         if logs:  # the app's ERROR records go out as OTLP logs, under the request's trace
             env.update(OTEL_LOGS_EXPORTER="otlp", OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED="true",
                        OTEL_BLRP_SCHEDULE_DELAY="200", SHOP_LOGGED_WRITES="1")
+        env.update(env_extra or {})
         self.start([exe, sys.executable, os.path.join(HERE, "_server_apps.py"), "flask", str(self.port), self.db,
                     daemon.url], env, HERE)
 
@@ -758,6 +760,33 @@ def test_a_flask_app_under_stock_python_opentelemetry(tmp_path, daemon, mcp):
         if browser is not None:
             browser.close()
         both.close()
+
+
+def test_a_tabs_unknown_names_the_traced_service_that_answers_its_origin_not_another_apps(tmp_path, daemon, mcp):
+    """Issue 46: another app ("billing", on another port) sends the daemon spans no tab can take, and so does the
+    tab's own Flask app under stock Python OpenTelemetry that reads no `traceparent` (OTEL_PROPAGATORS=baggage):
+    the tab's `server` check is unknown naming its own service, the one whose SERVER spans answered its origin,
+    never the other app that happens to send spans to the same daemon (heard first).  Twice."""
+    for trace in ("b1" * 16, "b2" * 16):
+        status, _, _ = post(daemon, "/v1/traces", traces_request(trace=trace, service="billing", port=4000,
+                                                                 db=["SELECT 1"]).SerializeToString(),
+                            media="application/x-protobuf")
+        assert status == 200, status
+    app = PythonOtelApp(tmp_path, daemon, env_extra={"OTEL_PROPAGATORS": "baggage"})
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        wait_until(lambda: any(s["service"] == "shop-py" for s in daemon.status()["serverTruth"]["openTelemetry"]
+                               .get("unattributed") or ()), 15, what="the app's spans, unattributed")
+        for n in range(2):
+            out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"), timeout_ms=8000)
+            assert out["verified"] == "unknown", (n, out)
+            assert "service shop-py (it answers this page's origin): none of its" in out["because"], (n, out["because"])
+            assert "billing" not in out["because"], (n, out["because"])
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
 
 
 def test_an_error_logged_under_a_save_decides_it_where_the_spans_cannot_show_its_commit(tmp_path, daemon, mcp):
@@ -1205,6 +1234,37 @@ def test_a_form_posts_span_is_tied_to_the_one_request_its_method_path_and_time_f
         "from OpenTelemetry spans, matched by method, path and time, the request carried no mark")
     assert hub.otel.stats["tied"] == 1 and hub.ties.stats == {"tied": 1, "untied": 0, "withdrawn": 0}
     assert of_type(tab, "server.untied") == []
+
+
+def spans_of(hub, service, port, trace):
+    """A SERVER span of `service` answering 127.0.0.1:`port` and a database span under it, under a trace id no
+    tab was issued, a GET no document request fits: spans that land in no tab."""
+    now = hub.clock()
+    server = dict(server_span(hub, now - 300, now - 250, trace, path="/" + service, method="GET"), service=service)
+    server["attrs"] = dict(server["attrs"], **{"server.port": port})
+    child = dict(server, spanId=trace[16:], parentSpanId=server["spanId"], kind=3, name="SELECT")
+    return [server, child]
+
+
+def test_an_unknown_about_unattributed_spans_names_the_service_that_answers_the_tabs_origin(tmp_path):
+    """Issue 46: spans reach the daemon from three services, none attributable; a tab on 127.0.0.1:5000 is told
+    about the one whose SERVER spans answered that origin, not about the two other apps that happen to send
+    spans to the same daemon (heard first); a tab on an origin no service answered is told about the others, as
+    before; a tab whose origin's service lands its spans elsewhere is told nothing about the others."""
+    hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+    tab = tab_on(hub, "s-one", "doc1")
+    elsewhere = reticle._BrowserSession(hub.bridge, None, {"sessionId": "s-two", "url": "http://127.0.0.1:6000/"})
+    hub.bridge.sessions["s-two"] = elsewhere
+    for service, port, trace in (("billing", 4000, "e1" * 16), ("search", 4100, "e2" * 16),
+                                 ("journal", 5000, "e3" * 16)):
+        hub.otel.absorb(hub, spans_of(hub, service, port, trace), [])
+    hint = tab.known(0.0).server_hint
+    assert "service journal (it answers this page's origin): none of its 1 HTTP SERVER span(s)" in hint, hint
+    assert "billing" not in hint and "search" not in hint, hint
+    hint = elsewhere.known(0.0).server_hint
+    assert "service billing:" in hint and "service search:" in hint and "journal" not in hint, hint
+    hub.otel.sources.attributed("journal")  # its spans land in tabs after all: the others are not this tab's
+    assert tab.known(0.0).server_hint == "", tab.known(0.0).server_hint
 
 
 def test_two_tabs_posting_one_form_at_once_have_neither_span_tied(tmp_path):

@@ -467,6 +467,20 @@ def test_an_alert_whose_source_is_not_a_string_is_still_an_error_shown():
         assert "'Import failed: 3 errors' as an alert" in reticle._dumps(cs), (source, cs)
 
 
+
+@pytest.mark.parametrize("source, named", [
+    ("rails-errors", "in a Rails validation-errors box"),   # the scaffold's list of a model's errors: no flash
+    ("rails-flash", "in a rails-flash message"),
+    ("ant-design", "in an ant-design message"),
+])
+def test_an_error_shown_is_named_for_the_convention_that_shows_it(source, named):
+    """Issue 46: Rails' #error_explanation (its own row, rails-errors) is named for what it is, a box listing
+    the validation errors, never a flash message; the other rows as "a(n) <row> message"."""
+    bad = [call(1), ev(2, "ui.alert", text="Title can't be blank", source=source)]
+    counter = reticle._contradictions(bad, parse(NET), None)[0]["counter"]
+    assert counter == "the page showed \"Title can't be blank\" %s" % named, counter
+    assert source == "rails-flash" or "flash" not in counter, counter
+
 # -- wire formats as data: one record each, both ways -------------------------------------------------
 
 SINGLE_FETCH = '[{"_1":2},"root",{"_3":4},"redirect","/notes","status",302,"revalidate",true]'

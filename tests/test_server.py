@@ -348,6 +348,68 @@ def test_a_redirects_record_that_lands_late_is_waited_for_never_a_no(device, tmp
         app.close()
 
 
+@pytest.mark.parametrize("device", [False, True], ids=["tag", "device"])
+def test_an_acts_answer_names_the_server_records_of_its_own_requests_alone(device, tmp_path, daemon, mcp):
+    """The page load before an act whose record lands during the act (GET /'s record a second late on purpose,
+    SHOP_LATE_PAGE, as an exporter's batched spans land) is not the act's: the answer's server line and its
+    `because` name the act's POST alone, and a `server GET /` leaf over the act does not hold on it."""
+    app = App("flask", tmp_path, daemon, script=not device, env={"SHOP_LATE_PAGE": "1"})
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app, device=device)
+        for n in range(2):
+            mcp.ok("reticle_navigate", {"url": app.url + "/", "sessionId": sid}, timeout=30)
+            out = mcp.ok("reticle_act_and_wait", {
+                "action": "click", "target": {"role": "button", "name": "Save"}, "sessionId": sid, "timeout_ms": 6000,
+                "until": {"kind": "allOf", "predicates": [{"kind": "settled", "quietMs": 2000}, {
+                    "kind": "not", "predicate": {"kind": "server", "method": "GET", "urlContains": "/"}}]}},
+                timeout=60)
+            assert out["verified"] == "yes", (n, out)
+            assert [s.split(",")[0] for s in out["server"]] == ["POST /api/save → 200"], (n, out["server"])
+            assert out["because"].split("the server: ")[1].startswith("POST /api/save → 200"), (n, out["because"])
+            assert "GET / →" not in out["because"], (n, out["because"])
+        # the page load's record did come, into the tab (not lost): the window from the navigation holds it
+        seen = mcp.ok("reticle_observe", {"since": 0, "sessionId": sid, "filters": ["server"]})["events"]
+        assert any(e["data"].get("method") == "GET" and e["data"].get("path") == "/" for e in seen), seen
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["middleware", "plain"])
+def test_a_redirected_form_posts_status_through_the_tag_is_unknown_at_once(plain, tmp_path, daemon, mcp):
+    """A page's scripts never see the status of a full-page post answered by a redirect (the browser gives
+    them the page it led to): through the script tag a `net` status over POST /form → 303 is unknown at once,
+    not at the timeout, saying so and what decides it (the server's record when the app reports one, else a
+    device or a `server` predicate); a device, which reads the browser's own record, decides it.  Twice each."""
+    app = App("flask", tmp_path, daemon, env={"SHOP_PLAIN": "1"} if plain else None)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        for n, status in enumerate((303, 200)):
+            mcp.ok("reticle_navigate", {"url": app.url + "/", "sessionId": sid}, timeout=30)
+            started = time.monotonic()
+            out = act(mcp, sid, "Post form", {"kind": "net", "method": "POST", "urlContains": "/form", "status": status},
+                      timeout_ms=8000)
+            took = time.monotonic() - started
+            assert (out["verified"], out["verifiedReason"]) == ("unknown", "inconclusive"), (n, out)
+            assert took < 3, (n, took, out["because"])  # the timeout is 8 s
+            assert "the browser hides the status of a full-page post answered by a redirect from the page's " \
+                   "scripts" in out["because"], out["because"]
+            assert ("a device (reticle_open)" if plain else "the app's server says it answered 303") \
+                in out["because"], out["because"]
+        browser.close()
+        browser = None
+        sid, _ = open_tab(mcp, app, device=True)
+        out = act(mcp, sid, "Post form", {"kind": "net", "method": "POST", "urlContains": "/form", "status": 303})
+        assert out["verified"] == "yes", out
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
 @pytest.mark.parametrize("framework", ("flask", "fastapi", "sqlite3"))
 def test_the_wrong_row_is_a_contradiction(framework, tmp_path, daemon, mcp):
     """POST /api/contact/3/rename_wrong renames contact 2 and answers as if it renamed 3: its path names

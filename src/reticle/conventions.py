@@ -45,16 +45,20 @@ class _FailureUi:
     element is a message surface whose text decides (None: a failure phrase with no negation).
     The SDK looks for every row (in this order, error rows above the ARIA ones) and reports what
     it finds as `ui.alert` events with `source` = the row's name; alerts_read lists what is shown
-    now.  tests/test_failure_ui.py has a row per record, both ways."""
+    now.  An answer names what it found "in a <name> message", or by the row's `label` where the
+    element is no message (a form's list of validation errors).  tests/test_horizon.py has a row
+    per record, both ways."""
 
-    __slots__ = ("name", "selector", "level", "example", "success")
+    __slots__ = ("name", "selector", "level", "example", "success", "label")
 
-    def __init__(self, name: str, selector: str, level: Optional[str], example: str, success: str) -> None:
+    def __init__(self, name: str, selector: str, level: Optional[str], example: str, success: str,
+                 label: str = "") -> None:
         self.name = name
         self.selector = selector
         self.level = level
         self.example = example      # HTML that must read as a failure
         self.success = success      # HTML beside it that must not
+        self.label = label          # how an answer names it ("in a Rails validation-errors box"), or ""
 
 
 _FAILURE_UI: Tuple[_FailureUi, ...] = (
@@ -72,10 +76,11 @@ _FAILURE_UI: Tuple[_FailureUi, ...] = (
     _FailureUi("rails-flash", "#flash_alert,.flash.alert,.flash-alert,p.alert:not([class*=\"alert-\"])", "error",
                '<p class="alert">Could not save the note.</p>',
                '<p class="notice">Note was successfully created.</p>'),
+    # the scaffold's box listing a model's validation errors above its form (no flash message)
     _FailureUi("rails-errors", "#error_explanation", "error",
                '<div id="error_explanation"><h2>1 error prohibited this note from being saved:</h2>'
                '<ul><li>Title can\'t be blank</li></ul></div>',
-               '<div id="notice">Note was successfully updated.</div>'),
+               '<div id="notice">Note was successfully updated.</div>', "in a Rails validation-errors box"),
     _FailureUi("bootstrap", ".alert-danger,.invalid-feedback,.toast.text-bg-danger,.toast.bg-danger", "error",
                '<div class="alert alert-danger">Payment declined.</div>',
                '<div class="alert alert-success">Payment received.</div>'),
@@ -268,6 +273,9 @@ def _error_ui(window: List[dict], answers: Optional[List[dict]] = None) -> List[
         _carried_failures(window, answers)
 
 
+_FAILURE_LABELS = {r.name: r.label for r in _FAILURE_UI if r.label}
+
+
 def _ui_label(d: dict) -> str:
     source = d["source"] if isinstance(d.get("source"), str) else ""  # the page's: it may send any JSON there
     where = {"invalid": "beside the field %r" % d.get("field", "?"), "toast": "in a toast",
@@ -278,6 +286,7 @@ def _ui_label(d: dict) -> str:
                                                   "in the act's form" if d.get("scope") == "form" else
                                                   "on the page the posted form came back on"),
              "alertdialog": "in a dialog", "assertive": "in an assertive live region", "alert": "as an alert"}.get(
-        source, "in a %s message" % source if source else "as an alert")
+        source, _FAILURE_LABELS.get(source) or ("in a%s %s message" % ("n" if source[0] in "aeiou" else "", source)
+                                                if source else "as an alert"))
     return "%r %s%s" % (_short(str(d.get("text", "")), 120), where,
                         ", rendered by %s" % d["at"] if isinstance(d.get("at"), str) and d["at"] else "")

@@ -528,18 +528,20 @@ def _span_origin(attrs: dict) -> Optional[str]:
 
 class _SpanSources:
     """What each service that sends spans has shown, for saying why its spans land in no tab: spans,
-    HTTP SERVER spans, and SERVER spans under a trace id the daemon issued (attributed).  A service with
-    spans but no SERVER span has an HTTP server no instrumentation sees; one whose SERVER spans never
-    carry an issued trace id does not continue the tab's `traceparent`."""
+    HTTP SERVER spans, and SERVER spans under a trace id the daemon issued (attributed), and the origins
+    its SERVER spans answered.  A service with spans but no SERVER span has an HTTP server no
+    instrumentation sees; one whose SERVER spans never carry an issued trace id does not continue the
+    tab's `traceparent`."""
 
     def __init__(self) -> None:
-        self.services: "collections.OrderedDict[str, Dict[str, float]]" = collections.OrderedDict()
+        self.services: "collections.OrderedDict[str, Dict[str, Any]]" = collections.OrderedDict()
 
     def note(self, spans: List[dict], owned: Set[str], now: float) -> None:
         for sp in spans:
             row = self.services.get(sp["service"])
             if row is None:
-                row = self.services[sp["service"]] = {"spans": 0, "server": 0, "attributed": 0, "at": now}
+                row = self.services[sp["service"]] = {"spans": 0, "server": 0, "attributed": 0, "at": now,
+                                                      "origins": []}
                 while len(self.services) > 64:
                     self.services.popitem(last=False)
             row["spans"] += 1
@@ -547,6 +549,9 @@ class _SpanSources:
             if sp["kind"] == 2:
                 row["server"] += 1
                 row["attributed"] += sp["traceId"] in owned
+                origin = _span_origin(sp["attrs"])
+                if origin is not None and origin not in row["origins"] and len(row["origins"]) < 8:
+                    row["origins"].append(origin)
 
     def attributed(self, service: str) -> None:
         """A SERVER span of `service` was tied to a tab by method, path and time (tying.py): it landed."""
@@ -554,12 +559,17 @@ class _SpanSources:
         if row is not None:
             row["attributed"] += 1
 
-    def unattributed(self, now: float, recent_ms: float = 600_000.0) -> List[dict]:
+    def unattributed(self, now: float, recent_ms: float = 600_000.0, url: str = "") -> List[dict]:
         """The services heard in the last ten minutes none of whose spans could land in a tab: why, and
-        the fix for a stack that sends spans (never the Python middleware's)."""
+        the fix for a stack that sends spans (never the Python middleware's).  For a tab's page (`url`):
+        only the services whose SERVER spans answered its origin, when any did (not another app's that
+        sends spans to the same daemon)."""
+        origin = _url_origin(url) if url else None
+        recent = [(name, row) for name, row in self.services.items() if now - row["at"] <= recent_ms]
+        here = [(name, row) for name, row in recent if origin is not None and origin in row["origins"]]
         out = []
-        for name, row in self.services.items():
-            if now - row["at"] > recent_ms or row["attributed"] or row["spans"] < 2:
+        for name, row in here or recent:
+            if row["attributed"] or row["spans"] < 2:
                 continue
             if not row["server"]:
                 cause = ("its %d span(s) hold no HTTP SERVER span: its HTTP server is not instrumented" % row["spans"])
@@ -575,7 +585,8 @@ class _SpanSources:
                        "proxy in front drop the traceparent header; a form post or link with the script tag carries "
                        "no traceparent (open the page as a device: reticle_open)")
             out.append({"service": name or "(unnamed)", "spans": int(row["spans"]),
-                        "serverSpans": int(row["server"]), "cause": cause, "fix": fix})
+                        "serverSpans": int(row["server"]), "cause": cause, "fix": fix,
+                        **({"answersOrigin": True} if here else {})})
         return out[:5]
 
 

@@ -19,7 +19,7 @@ from .errors import PredicateError
 from .events import _call_label, _call_matches, _calls, _event_type, _frames, _is_dev, _is_write, _still_open
 from .frames import _answered
 from .observation import _Observation, _leaf_key
-from .server_judge import _describe_server, _judge_server
+from .server_judge import _describe_server, _judge_server, _server_records
 from .store_judge import _describe_stored, _judge_stored, _read_stored
 from .tab import _BrowserSession
 from .util import _dumps, _short
@@ -194,10 +194,7 @@ def _net_unmatched(p: dict, obs: _Observation, window: List[dict], done: List[di
                 "off), so the header %r cannot be checked" % (_call_label(headless[0]), p["header"]["name"]))}
     hidden = [d for d in done if d.get("statusKnown") is False and _call_matches(d, p, pending=True)]
     if hidden and ("status" in p or "ok" in p):
-        return {"pass": False, "assertion": "net.present", "inconclusive": (
-            "%s happened, but the browser does not expose its status (%s), so a predicate on its status "
-            "cannot be decided; drop status, or assert what the next page shows" % (
-                _call_label(hidden[0]), hidden[0].get("statusNote") or "a document request")), "evidence": hidden[0]}
+        return _net_hidden_status(hidden[0], window)
     if "status" in p or "ok" in p:
         answered = _net_answered_otherwise(p, obs, window)
         if answered is not None:
@@ -230,6 +227,28 @@ def _net_unmatched(p: dict, obs: _Observation, window: List[dict], done: List[di
                                  "{kind: \"frame\", ...}" % (
                                      len(elsewhere), _frame_label(elsewhere[0])))
     return out
+
+
+def _net_hidden_status(d: dict, window: List[dict]) -> dict:
+    """A full-page post (or link) answered by a redirect: the browser gives a page's scripts the status of
+    the page the redirect led to, never the request's own, so with the script tag a predicate on it can
+    never be decided: unknown at once (not at the timeout), saying what decides it: a device, which reads
+    the browser's own network record, or the app's server (its record of the request is named when it came)."""
+    marks = {(e.get("doc"), str(e["data"]["serverMark"])) for e in window if e["type"] == "net.pending"
+             and e["data"].get("requestId") == d.get("requestId") and e["data"].get("serverMark")}
+    said = next((r for r in _server_records(window) if r.get("method") == d.get("method")
+                 and (r.get("documentId"), str(r.get("requestId"))) in marks), None)
+    return {"pass": False, "assertion": "net.status-hidden", "decided": True, "decidedBy": "unknowable",
+            "evidence": d, "inconclusive": (
+                "%s happened, but the browser hides the status of a full-page %s answered by a redirect from the "
+                "page's scripts (%s), so through the script tag a predicate on its status can never be decided; %s"
+                % (_call_label(d), "navigation" if (d.get("method") or "GET").upper() == "GET" else "post",
+                   d.get("statusNote") or "a document request",
+                   "the app's server says it answered %s (a `server` predicate checks that)" % said.get("status")
+                   if said is not None else
+                   "a device (reticle_open), which reads the browser's own network record, decides it, as does a "
+                   "`server` predicate where the app reports what its server did; or drop status and assert what "
+                   "the next page shows"))}
 
 
 def _net_answered_otherwise(p: dict, obs: _Observation, window: List[dict]) -> Optional[dict]:

@@ -495,10 +495,12 @@ def _server_knowledge(session: "_BrowserSession", known: "_Known") -> None:
             prefix="server.request") for w in e["data"].get("writes") or () if w.get("table"))
         return
     otel = getattr(getattr(getattr(session, "bridge", None), "hub", None), "otel", None)
-    found = otel.sources.unattributed(session.clock()) if otel is not None else []
-    if found:
+    found = otel.sources.unattributed(session.clock(), url=session.origin or session.url) if otel is not None else []
+    if found:  # (the services that answered this page's origin, when any did: _SpanSources.unattributed)
         known.server_hint = "OpenTelemetry spans reach the daemon, but none can be attributed to a tab: %s" % (
-            "; ".join("service %s: %s; %s" % (f["service"], f["cause"], f["fix"]) for f in found[:2]))
+            "; ".join("service %s%s: %s; %s" % (f["service"], " (it answers this page's origin)"
+                                                  if f.get("answersOrigin") else "", f["cause"], f["fix"])
+                      for f in found[:2]))
 
 
 # the codes a page may give a refused command (anything else it says is "page_refused")
@@ -1222,6 +1224,13 @@ class _TabDocuments:
         tab._wake()
 
 
+def _asked_at(store: _EventStore, doc: Any, mark: Any) -> Optional[float]:
+    """When (the daemon's clock) the page announced the request a server record answers (its net.pending, by
+    document and mark), or None when that is not in the store (yet)."""
+    return next((e["t"] for e in store.query(prefix="net.pending") if e.get("doc") == doc
+                 and mark is not None and str(e["data"].get("serverMark")) == str(mark)), None)
+
+
 class _BrowserSession:
     """One tab, whichever socket carries it: its identity, the document it is on and one on its way,
     its health, act marks, open requests and snapshots (each a part of its own, above), what the
@@ -1341,8 +1350,9 @@ class _BrowserSession:
         self.marks.note_page_time(since, result)
 
     def window(self, since: float, until: Optional[float] = None, prefix: Optional[str] = None) -> List[dict]:
-        """Events from `since` on; when `since` is an act, none the page made before it."""
-        events = self.store.query(since, until, prefix)
+        """Events from `since` on; when `since` is an act, none the page made before it; and no server record
+        of a request the page made before `since` (a page load's record that came late is not the act's)."""
+        events = [e for e in self.store.query(since, until, prefix) if e.get("asked", since) >= since]
         mark = self.marks.page_time(since)
         if mark is None:
             return events
@@ -1369,6 +1379,9 @@ class _BrowserSession:
         """What the app's server did for one of this tab's requests (Server truth section) -> its event."""
         self.server_seen += 1
         event = {"t": self.clock(), "type": "server.request", "data": rec}
+        asked = _asked_at(self.store, rec.get("documentId"), rec.get("requestId"))
+        if asked is not None:  # when the request it answers was made: a window from later leaves it out
+            event["asked"] = asked
         self.store.add(event, 256 + len(_dumps(rec)))
         self._wake()
         return event
