@@ -1483,7 +1483,10 @@ def test_a_middleware_record_whose_mark_no_tab_holds_is_tied_the_same_way(tmp_pa
         for out in at_once(mcp, sids, "Save entry (forged)"):
             assert (out["verified"], out["verifiedReason"]) == ("unknown", "server_untied"), out
             assert "requests of POST /journal fit it by time" in out["because"], out["because"]
-        assert daemon.status()["serverTruth"]["middleware"]["tied"] == 2
+        truth = daemon.status()["serverTruth"]
+        # the two forged posts of one tab stand tied; a record of the two at once may have been tied to the
+        # first of them for a moment (a loaded machine delivers the rival's report later) and then withdrawn
+        assert truth["middleware"]["tied"] - truth["tiedByTime"]["withdrawn"] == 2, truth
     finally:
         for browser in browsers:
             browser.close()
