@@ -553,3 +553,25 @@ def test_a_device_on_an_endpoint_takes_faults_screenshots_and_timelines(tmp_path
     finally:
         client.close()
         d.close()
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_the_daemon_ending_leaves_the_users_browser_as_it_was(tmp_path, app, chrome, how):
+    """A planned stop disposes of the device's context; a daemon killed with SIGKILL leaves it to the browser,
+    which disposes of a context made for one connection when that connection ends.  Either way the user's
+    browser and tab stay, and nothing of Reticle's is left in it."""
+    d = endpoint_daemon(tmp_path, chrome.http)
+    client = _harness.Mcp(d.url + "/mcp")
+    before = chrome.pages()
+    try:
+        client.ok("reticle_open", {"url": app.url + "/"})
+        assert len(chrome.pages()) == len(before) + 1
+    finally:
+        client.close()
+        if how == "kill":
+            d.proc.kill()
+            d.proc.wait(10)
+        d.close()
+    _harness.wait_until(lambda: [p["id"] for p in chrome.pages()] == [p["id"] for p in before], 10,
+                        what="the device's tab gone with its daemon, the user's tab kept")
+    assert chrome.proc.poll() is None
