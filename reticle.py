@@ -28085,7 +28085,8 @@ async def _tool_open(hub: _Daemon, session: Optional["_BrowserSession"], args: d
         out["browser"] = {"endpoint": device.endpoint.shown, "product": device.endpoint.browser or None}
         out["note"] = (ATTACHED_NOTE if device.attached else "a browser context of its own in the browser at %s "
                        "(no cookies or storage of the user's); acts are real input; reticle_close disposes of it"
-                       % device.endpoint.shown)
+                       % device.endpoint.shown) + ("; `headed` has no effect there: that browser shows what it "
+                                                   "shows" if args.get("headed") else "")
     tab = hub.bridge.get(device.session_id)
     if tab is not None:
         await _await_hydration(tab, out)
@@ -31497,13 +31498,19 @@ def _print_status(data: dict) -> None:
     lines = ["reticle %s running: pid %s, port %s, up %dm%02ds" % (
         data.get("version"), data.get("pid"), data.get("port"), uptime // 60, uptime % 60),
         "MCP clients: %s   devices: %d" % (data.get("mcpClients", 0), len(data.get("devices", [])))]
+    for ep in data.get("cdpEndpoints") or []:  # browsers the user runs, where devices open
+        lines.append("devices open in the browser at %s (%s): %d now%s" % (ep.get("endpoint"), ep.get("by"),
+                     ep.get("devices", 0), ", %s" % ep["browser"] if ep.get("browser") else ""))
     sessions = data.get("sessions") or []
     lines.append("browser sessions: %d" % len(sessions))
     for s in sessions:
         health = ("  (not answering: %s)" % s["notAnswering"] if s.get("notAnswering") else
                   "  (throttled)" if s.get("throttled") else "")
-        lines.append("  %s  %s%s%s" % (s.get("sessionId"), s.get("url"), health,
-                                       "  (a device Reticle started)" if s.get("device") else ""))
+        device = s.get("device") or {}
+        whose = ("" if not device else "  (the user's own tab, attached)" if device.get("attached")
+                 else "  (a device in the browser at %s)" % device["endpoint"] if device.get("endpoint")
+                 else "  (a device Reticle started)")
+        lines.append("  %s  %s%s%s" % (s.get("sessionId"), s.get("url"), health, whose))
     if data.get("why"):
         lines.append("why none: %s" % data["why"])
     sys.stdout.write("\n".join(lines) + "\n")

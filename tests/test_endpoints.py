@@ -342,6 +342,10 @@ def test_attaching_reads_the_users_logged_in_tab_and_detaching_leaves_it(tmp_pat
         assert app.saves[n:] == [("/api/save", "ada", '{"title":"Buy milk"}')]  # sent with the user's login
         listed = client.ok("reticle_sessions")["sessions"][0]["device"]
         assert listed["attached"] is True and listed["endpoint"] == chrome.http
+        shown = subprocess.run([sys.executable, _harness.RETICLE_PY, "status", "--port", str(d.port)],
+                               capture_output=True, text=True, timeout=30, env=_harness.daemon_env(d.state_dir))
+        assert "devices open in the browser at %s (--cdp-endpoint): 1 now" % chrome.http in shown.stdout, shown
+        assert "(the user's own tab, attached)" in shown.stdout
         closed = client.ok("reticle_close", {})
         assert closed["detached"] is True and closed["closed"] is False
         after = chrome.pages()

@@ -171,13 +171,19 @@ def _print_status(data: dict) -> None:
     lines = ["reticle %s running: pid %s, port %s, up %dm%02ds" % (
         data.get("version"), data.get("pid"), data.get("port"), uptime // 60, uptime % 60),
         "MCP clients: %s   devices: %d" % (data.get("mcpClients", 0), len(data.get("devices", [])))]
+    for ep in data.get("cdpEndpoints") or []:  # browsers the user runs, where devices open
+        lines.append("devices open in the browser at %s (%s): %d now%s" % (ep.get("endpoint"), ep.get("by"),
+                     ep.get("devices", 0), ", %s" % ep["browser"] if ep.get("browser") else ""))
     sessions = data.get("sessions") or []
     lines.append("browser sessions: %d" % len(sessions))
     for s in sessions:
         health = ("  (not answering: %s)" % s["notAnswering"] if s.get("notAnswering") else
                   "  (throttled)" if s.get("throttled") else "")
-        lines.append("  %s  %s%s%s" % (s.get("sessionId"), s.get("url"), health,
-                                       "  (a device Reticle started)" if s.get("device") else ""))
+        device = s.get("device") or {}
+        whose = ("" if not device else "  (the user's own tab, attached)" if device.get("attached")
+                 else "  (a device in the browser at %s)" % device["endpoint"] if device.get("endpoint")
+                 else "  (a device Reticle started)")
+        lines.append("  %s  %s%s%s" % (s.get("sessionId"), s.get("url"), health, whose))
     if data.get("why"):
         lines.append("why none: %s" % data["why"])
     sys.stdout.write("\n".join(lines) + "\n")

@@ -82,7 +82,8 @@ async def _tool_open(hub: _Daemon, session: Optional["_BrowserSession"], args: d
         out["browser"] = {"endpoint": device.endpoint.shown, "product": device.endpoint.browser or None}
         out["note"] = (ATTACHED_NOTE if device.attached else "a browser context of its own in the browser at %s "
                        "(no cookies or storage of the user's); acts are real input; reticle_close disposes of it"
-                       % device.endpoint.shown)
+                       % device.endpoint.shown) + ("; `headed` has no effect there: that browser shows what it "
+                                                   "shows" if args.get("headed") else "")
     tab = hub.bridge.get(device.session_id)
     if tab is not None:
         await _await_hydration(tab, out)
