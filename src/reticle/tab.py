@@ -1172,9 +1172,12 @@ class _TabDocuments:
             left = self.back_within((until - tab.now()) / 1000.0)
             if left <= 0 or getattr(tab.device, "lost", None):  # a device whose browser went: none will come
                 return False
-            if tab.handler is None:  # (in slices: a device's browser may be found gone meanwhile)
-                if not await tab.bridge.wait_back(tab, min(left, 0.25)) and left <= 0.25:
-                    return False
+            if tab.handler is None:  # waited for whole, in slices: a device's browser may be found gone meanwhile
+                back_by = tab.now() + left * 1000.0
+                while not await tab.bridge.wait_back(tab, min(left, 0.25)):
+                    left = (back_by - tab.now()) / 1000.0
+                    if left <= 0 or getattr(tab.device, "lost", None):
+                        return False
             else:
                 await tab.wait_change(min(0.05, left))
 
