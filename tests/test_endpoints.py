@@ -236,12 +236,12 @@ def endpoint_daemon(tmp_path, *endpoints, env=None, args=()):
     return _harness.Daemon(tmp_path / ("state-%d" % time.monotonic_ns()), args=argv, env=env)
 
 
-def save(mcp, sid, status=None, urlpart="/api/"):
+def save(mcp, sid, status=None, urlpart="/api/", timeout_ms=8000):
     until = {"kind": "net", "method": "POST", "urlContains": urlpart}
     if status is not None:
         until["status"] = status
     return mcp.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Save"}, "action": "click",
-                                           "sessionId": sid, "until": until, "timeout_ms": 8000}, timeout=60)
+                                           "sessionId": sid, "until": until, "timeout_ms": timeout_ms}, timeout=90)
 
 
 @pytest.mark.parametrize("how", ["http", "ws", "proxy"])
@@ -368,12 +368,12 @@ def test_a_browser_killed_mid_act_gives_unknown_and_a_clear_message(tmp_path, ap
         killer = threading.Timer(1.5, chrome.kill)
         killer.start()
         t0 = time.monotonic()
-        res = save(client, opened["sessionId"], 201, "/api/slow")
+        res = save(client, opened["sessionId"], 201, "/api/slow", timeout_ms=30000)
         killer.join()
         assert res["verified"] == "unknown", res
         assert res["verifiedReason"] == "observation_lost"
         assert "connection was lost" in res["because"] and chrome.http in res["because"]
-        assert time.monotonic() - t0 < 8, (time.monotonic() - t0, json.dumps(res)[:3000])
+        assert time.monotonic() - t0 < 15, (time.monotonic() - t0, json.dumps(res)[:3000])  # not the act's 30 s
         data, is_error = client.call("reticle_open", {"url": app.url + "/"})
         assert is_error and data["code"] == "endpoint_unreachable", data
         assert chrome.http in data["error"] and "--remote-debugging-port" in data["recovery"]
