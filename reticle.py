@@ -12745,7 +12745,7 @@ _CHROME_HINT = ("start Chrome or Chromium with --remote-debugging-port=9222 (and
 
 
 class _Endpoint:
-    """One CDP endpoint the user named: where it is, how it is shown, how many devices use it."""
+    """One CDP endpoint the user named: where it is, how it is shown, the browser it answered as."""
 
     def __init__(self, raw: str, by: str) -> None:
         self.raw = raw.strip()
@@ -12758,15 +12758,15 @@ class _Endpoint:
         shown_host = "[%s]" % self.host if ":" in self.host else self.host
         self.shown = "%s://%s:%d%s%s" % (self.scheme, shown_host, self.port, parts.path if not self.discover else "",
                                           "?..." if parts.query else "")
-        self.devices = 0
         self.browser = ""                          # what Browser.getVersion said, once a device connected
 
     @property
     def loopback(self) -> bool:
         return _is_loopback_host(self.host)
 
-    def describe(self) -> dict:
-        return {"endpoint": self.shown, "by": self.by, "devices": self.devices, "browser": self.browser or None}
+    def describe(self, devices: int) -> dict:
+        """As /status shows it, with how many `devices` it holds now (the device manager counts them)."""
+        return {"endpoint": self.shown, "by": self.by, "devices": devices, "browser": self.browser or None}
 
 
 def _parse_endpoint(raw: str, by: str) -> _Endpoint:
@@ -12888,20 +12888,22 @@ async def _connect_endpoint(ep: _Endpoint, cdp: _CdpClient) -> None:
     ep.browser = str(version.get("product", ep.browser))[:80]
 
 
-def _local_address(cdp: _CdpClient) -> Optional[str]:
-    """This machine's address on the connection to an endpoint: where that browser's host reaches it back."""
+def _link_addresses(cdp: _CdpClient) -> Tuple[Optional[str], Optional[str]]:
+    """(this machine's address, the endpoint's) on the connection to an endpoint: where that browser's host
+    reaches this daemon back, and where its pages' sockets come from; None where the socket does not say."""
     ws: Any = getattr(cdp, "_ws", None)
     stream = getattr(getattr(ws, "protocol", None), "stream", None) or getattr(ws, "stream", None)
     sock = getattr(stream, "socket", None)
     try:
-        return str(sock.getsockname()[0]) if sock is not None else None
+        return (str(sock.getsockname()[0]), str(sock.getpeername()[0])) if sock is not None else (None, None)
     except OSError:
-        return None
+        return None, None
 
 
-def _pick_endpoint(endpoints: List[_Endpoint]) -> Optional[_Endpoint]:
-    """The endpoint the next device goes to: the one with the fewest devices, the first named on a tie."""
-    return min(endpoints, key=lambda ep: ep.devices) if endpoints else None
+def _pick_endpoint(endpoints: List[_Endpoint], in_use: List[Optional[_Endpoint]]) -> Optional[_Endpoint]:
+    """The endpoint the next device goes to: the one the live devices (`in_use`, each device's endpoint) use
+    least, the first named on a tie."""
+    return min(endpoints, key=in_use.count) if endpoints else None
 
 
 def _match_tab(targets: List[dict], url: str) -> Tuple[Optional[dict], List[str]]:
@@ -18919,11 +18921,7 @@ class _Device(_TabDevice):
         new tab in a new browser context of its own (nobody's cookies or storage, not even the empty
         start-up tab's), attached, with this device's SDK registered for every document."""
         t0 = await self.launch(exe)
-        self.context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
-        self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank",
-                                                                   "browserContextId": self.context}))["targetId"]
-        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
-            "sessionId"]
+        self.context, self.target, self.page = await _context_tab(self)
         self.cdp.listeners.append(self._on_event)
         await self._prepare_page()
         self.phases["warmMs"] = round((time.monotonic() - t0) * 1000)
@@ -19030,10 +19028,7 @@ async def _fresh_context(device: _Device) -> None:
     """Move the device's page into a new, empty browser context: no cookies, storage, cache,
     service workers or session storage from before.  The old tab and its context go; the
     session id stays, so the new tab's SDK reconnects as the same session."""
-    context = (await device.cdp.call("Target.createBrowserContext", _context_params(device)))["browserContextId"]
-    target = (await device.cdp.call("Target.createTarget", {"url": "about:blank", "browserContextId": context}))[
-        "targetId"]
-    page = (await device.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
+    context, target, page = await _context_tab(device)
     old_target, old_context = device.target, device.context
     device.target, device.page, device.context = target, page, context
 
@@ -19057,10 +19052,17 @@ async def _dispose_context(device: _Device, context: str) -> None:
 
 # ---- a device in a browser Reticle did not start (endpoints.py): its own context there, or the user's tab ----
 
-def _context_params(device: _Device) -> dict:
-    """A new browser context of a device's: on an endpoint, disposed by the browser when Reticle's
-    connection ends (a daemon killed mid-run leaves nothing open in the user's browser)."""
-    return {"disposeOnDetach": True} if device.endpoint is not None else {}
+async def _context_tab(device: _Device) -> Tuple[str, str, str]:
+    """A new, empty browser context of the device's and a blank tab in it, attached -> (context, target, page
+    session).  On an endpoint the context is disposed by the browser when Reticle's connection ends (a daemon
+    killed mid-run leaves nothing open in the user's browser)."""
+    made = await device.cdp.call("Target.createBrowserContext",
+                                 {"disposeOnDetach": True} if device.endpoint is not None else {})
+    context = made["browserContextId"]
+    target = (await device.cdp.call("Target.createTarget", {"url": "about:blank", "browserContextId": context}))[
+        "targetId"]
+    page = (await device.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
+    return context, target, page
 
 
 async def _remote_connect(device: _Device) -> None:
@@ -19072,10 +19074,8 @@ async def _remote_connect(device: _Device) -> None:
     await _connect_endpoint(ep, device.cdp)
     device.phases["connectMs"] = round((time.monotonic() - t0) * 1000)
     if not ep.loopback:  # its pages open the bridge from that host, to this machine's address on the link
-        sock = getattr(getattr(getattr(device.cdp, "_ws", None), "protocol", None), "stream", None)
-        peer = getattr(getattr(sock, "socket", None), "getpeername", None)
-        device.peer = str(peer()[0]) if peer is not None else ep.host
-        device.local = _local_address(device.cdp)
+        device.local, peer = _link_addresses(device.cdp)
+        device.peer = peer or ep.host
         hub_host = device.manager.hub.host
         if hub_host not in ("0.0.0.0", "::", "") and hub_host != device.local:
             device.cdp.close()
@@ -19103,12 +19103,7 @@ async def _remote_start(device: _Device, url: str) -> None:
     `url` loaded."""
     await _remote_connect(device)
     t0 = time.monotonic()
-    device.context = (await device.cdp.call("Target.createBrowserContext", _context_params(device)))[
-        "browserContextId"]
-    device.target = (await device.cdp.call("Target.createTarget", {"url": "about:blank",
-                                                                   "browserContextId": device.context}))["targetId"]
-    device.page = (await device.cdp.call("Target.attachToTarget", {"targetId": device.target, "flatten": True}))[
-        "sessionId"]
+    device.context, device.target, device.page = await _context_tab(device)
     device.cdp.listeners.append(device._on_event)
     await device._prepare_page()
     device.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
@@ -19145,8 +19140,6 @@ async def _start_device(device: _Device, url: str, viewport: Tuple[int, int], ex
                         attach: bool) -> None:
     """Start a device on `url`: a spare adopted (no `exe`), the user's tab attached, a context of its own on an
     endpoint, or a browser launched from `exe`."""
-    if device.endpoint is not None:
-        device.endpoint.devices += 1
     if exe is None:
         await device.adopt(url, viewport)
     elif attach:
@@ -19172,8 +19165,6 @@ def _attach_refusal(endpoints: List[_Endpoint], with_options: bool) -> None:
 async def _remote_release(device: _Device) -> None:
     """The end of a device on an endpoint: its own context disposed (its tabs with it), or the user's tab left
     as it was (Reticle's scripts, binding and records removed, the tab detached); the browser stays."""
-    assert device.endpoint is not None
-    device.endpoint.devices -= 1
     try:
         await asyncio.wait_for(_remote_let_go(device), 5.0)
     except asyncio.TimeoutError:
@@ -19574,7 +19565,7 @@ class _DeviceManager:
         device = (await self.pool.take()) if spare_fits else None
         spare = device is not None
         if device is None:
-            device = _Device(self, key, headed, viewport, _pick_endpoint(self.endpoints))
+            device = _Device(self, key, headed, viewport, _pick_endpoint(self.endpoints, _in_use(self)))
         device.owner = key
         device.auth_pending = auth
         self.devices[device.id] = device
@@ -19704,6 +19695,17 @@ class _DeviceManager:
     def on_input(self, session: _BrowserSession, msg: dict) -> None:
         """The SDK of a device asks for real input during an act; answer on its socket (_device_input)."""
         self.hub.spawn(_device_input(self, session, msg))
+
+
+def _in_use(manager: _DeviceManager) -> List[Optional[_Endpoint]]:
+    """The endpoint of each live device (None for a browser Reticle launched): what each endpoint holds."""
+    return [d.endpoint for d in manager.devices.values()]
+
+
+def _endpoints_status(manager: _DeviceManager) -> List[dict]:
+    """The endpoints devices open on, each with how many live devices it holds (/status)."""
+    in_use = _in_use(manager)
+    return [ep.describe(in_use.count(ep)) for ep in manager.endpoints]
 
 
 async def _device_input(manager: _DeviceManager, session: _BrowserSession, msg: dict) -> None:
@@ -28608,7 +28610,7 @@ class Hub:
                "sessions": [_describe_session(s) for s in self.bridge.live()],
                "mcpClients": len(self.sse_streams) + sum(1 for v in self.clients.values() if v > horizon),
                "devices": self.devices.describe(),
-               "cdpEndpoints": [ep.describe() for ep in self.devices.endpoints],
+               "cdpEndpoints": _endpoints_status(self.devices),
                # counts only (what a refusal named stays in the log): the middleware's records, the spans
                "serverTruth": {"middleware": {k: v for k, v in self.server_truth.items() if isinstance(v, int)},
                                "openTelemetry": otel, "tiedByTime": dict(self.ties.stats),

@@ -28,7 +28,7 @@ import tornado.ioloop
 from .browser import (_BrowserProcess, _CDP_MODIFIERS, _CdpClient, _browser_values, _cdp_key, _confirm_key,
     _device_log, _find_browser, _initiator_stack)
 from .constants import DEVICE_LOST_NOTE, SERVER_MARK_COOKIE, _emit
-from .endpoints import _Endpoint, _connect_endpoint, _local_address, _match_tab, _pick_endpoint
+from .endpoints import _Endpoint, _connect_endpoint, _link_addresses, _match_tab, _pick_endpoint
 from .errors import _CdpError, ConfigError, ToolError
 from .bridge import _Bridge
 from .sdk import _sdk_source
@@ -534,11 +534,7 @@ class _Device(_TabDevice):
         new tab in a new browser context of its own (nobody's cookies or storage, not even the empty
         start-up tab's), attached, with this device's SDK registered for every document."""
         t0 = await self.launch(exe)
-        self.context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
-        self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank",
-                                                                   "browserContextId": self.context}))["targetId"]
-        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
-            "sessionId"]
+        self.context, self.target, self.page = await _context_tab(self)
         self.cdp.listeners.append(self._on_event)
         await self._prepare_page()
         self.phases["warmMs"] = round((time.monotonic() - t0) * 1000)
@@ -645,10 +641,7 @@ async def _fresh_context(device: _Device) -> None:
     """Move the device's page into a new, empty browser context: no cookies, storage, cache,
     service workers or session storage from before.  The old tab and its context go; the
     session id stays, so the new tab's SDK reconnects as the same session."""
-    context = (await device.cdp.call("Target.createBrowserContext", _context_params(device)))["browserContextId"]
-    target = (await device.cdp.call("Target.createTarget", {"url": "about:blank", "browserContextId": context}))[
-        "targetId"]
-    page = (await device.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
+    context, target, page = await _context_tab(device)
     old_target, old_context = device.target, device.context
     device.target, device.page, device.context = target, page, context
 
@@ -672,10 +665,17 @@ async def _dispose_context(device: _Device, context: str) -> None:
 
 # ---- a device in a browser Reticle did not start (endpoints.py): its own context there, or the user's tab ----
 
-def _context_params(device: _Device) -> dict:
-    """A new browser context of a device's: on an endpoint, disposed by the browser when Reticle's
-    connection ends (a daemon killed mid-run leaves nothing open in the user's browser)."""
-    return {"disposeOnDetach": True} if device.endpoint is not None else {}
+async def _context_tab(device: _Device) -> Tuple[str, str, str]:
+    """A new, empty browser context of the device's and a blank tab in it, attached -> (context, target, page
+    session).  On an endpoint the context is disposed by the browser when Reticle's connection ends (a daemon
+    killed mid-run leaves nothing open in the user's browser)."""
+    made = await device.cdp.call("Target.createBrowserContext",
+                                 {"disposeOnDetach": True} if device.endpoint is not None else {})
+    context = made["browserContextId"]
+    target = (await device.cdp.call("Target.createTarget", {"url": "about:blank", "browserContextId": context}))[
+        "targetId"]
+    page = (await device.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
+    return context, target, page
 
 
 async def _remote_connect(device: _Device) -> None:
@@ -687,10 +687,8 @@ async def _remote_connect(device: _Device) -> None:
     await _connect_endpoint(ep, device.cdp)
     device.phases["connectMs"] = round((time.monotonic() - t0) * 1000)
     if not ep.loopback:  # its pages open the bridge from that host, to this machine's address on the link
-        sock = getattr(getattr(getattr(device.cdp, "_ws", None), "protocol", None), "stream", None)
-        peer = getattr(getattr(sock, "socket", None), "getpeername", None)
-        device.peer = str(peer()[0]) if peer is not None else ep.host
-        device.local = _local_address(device.cdp)
+        device.local, peer = _link_addresses(device.cdp)
+        device.peer = peer or ep.host
         hub_host = device.manager.hub.host
         if hub_host not in ("0.0.0.0", "::", "") and hub_host != device.local:
             device.cdp.close()
@@ -718,12 +716,7 @@ async def _remote_start(device: _Device, url: str) -> None:
     `url` loaded."""
     await _remote_connect(device)
     t0 = time.monotonic()
-    device.context = (await device.cdp.call("Target.createBrowserContext", _context_params(device)))[
-        "browserContextId"]
-    device.target = (await device.cdp.call("Target.createTarget", {"url": "about:blank",
-                                                                   "browserContextId": device.context}))["targetId"]
-    device.page = (await device.cdp.call("Target.attachToTarget", {"targetId": device.target, "flatten": True}))[
-        "sessionId"]
+    device.context, device.target, device.page = await _context_tab(device)
     device.cdp.listeners.append(device._on_event)
     await device._prepare_page()
     device.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
@@ -760,8 +753,6 @@ async def _start_device(device: _Device, url: str, viewport: Tuple[int, int], ex
                         attach: bool) -> None:
     """Start a device on `url`: a spare adopted (no `exe`), the user's tab attached, a context of its own on an
     endpoint, or a browser launched from `exe`."""
-    if device.endpoint is not None:
-        device.endpoint.devices += 1
     if exe is None:
         await device.adopt(url, viewport)
     elif attach:
@@ -787,8 +778,6 @@ def _attach_refusal(endpoints: List[_Endpoint], with_options: bool) -> None:
 async def _remote_release(device: _Device) -> None:
     """The end of a device on an endpoint: its own context disposed (its tabs with it), or the user's tab left
     as it was (Reticle's scripts, binding and records removed, the tab detached); the browser stays."""
-    assert device.endpoint is not None
-    device.endpoint.devices -= 1
     try:
         await asyncio.wait_for(_remote_let_go(device), 5.0)
     except asyncio.TimeoutError:
@@ -1174,7 +1163,7 @@ class _DeviceManager:
         device = (await self.pool.take()) if spare_fits else None
         spare = device is not None
         if device is None:
-            device = _Device(self, key, headed, viewport, _pick_endpoint(self.endpoints))
+            device = _Device(self, key, headed, viewport, _pick_endpoint(self.endpoints, _in_use(self)))
         device.owner = key
         device.auth_pending = auth
         self.devices[device.id] = device
@@ -1304,6 +1293,17 @@ class _DeviceManager:
     def on_input(self, session: _BrowserSession, msg: dict) -> None:
         """The SDK of a device asks for real input during an act; answer on its socket (_device_input)."""
         self.hub.spawn(_device_input(self, session, msg))
+
+
+def _in_use(manager: _DeviceManager) -> List[Optional[_Endpoint]]:
+    """The endpoint of each live device (None for a browser Reticle launched): what each endpoint holds."""
+    return [d.endpoint for d in manager.devices.values()]
+
+
+def _endpoints_status(manager: _DeviceManager) -> List[dict]:
+    """The endpoints devices open on, each with how many live devices it holds (/status)."""
+    in_use = _in_use(manager)
+    return [ep.describe(in_use.count(ep)) for ep in manager.endpoints]
 
 
 async def _device_input(manager: _DeviceManager, session: _BrowserSession, msg: dict) -> None:

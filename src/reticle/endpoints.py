@@ -35,7 +35,7 @@ _CHROME_HINT = ("start Chrome or Chromium with --remote-debugging-port=9222 (and
 
 
 class _Endpoint:
-    """One CDP endpoint the user named: where it is, how it is shown, how many devices use it."""
+    """One CDP endpoint the user named: where it is, how it is shown, the browser it answered as."""
 
     def __init__(self, raw: str, by: str) -> None:
         self.raw = raw.strip()
@@ -48,15 +48,15 @@ class _Endpoint:
         shown_host = "[%s]" % self.host if ":" in self.host else self.host
         self.shown = "%s://%s:%d%s%s" % (self.scheme, shown_host, self.port, parts.path if not self.discover else "",
                                           "?..." if parts.query else "")
-        self.devices = 0
         self.browser = ""                          # what Browser.getVersion said, once a device connected
 
     @property
     def loopback(self) -> bool:
         return _is_loopback_host(self.host)
 
-    def describe(self) -> dict:
-        return {"endpoint": self.shown, "by": self.by, "devices": self.devices, "browser": self.browser or None}
+    def describe(self, devices: int) -> dict:
+        """As /status shows it, with how many `devices` it holds now (the device manager counts them)."""
+        return {"endpoint": self.shown, "by": self.by, "devices": devices, "browser": self.browser or None}
 
 
 def _parse_endpoint(raw: str, by: str) -> _Endpoint:
@@ -178,20 +178,22 @@ async def _connect_endpoint(ep: _Endpoint, cdp: _CdpClient) -> None:
     ep.browser = str(version.get("product", ep.browser))[:80]
 
 
-def _local_address(cdp: _CdpClient) -> Optional[str]:
-    """This machine's address on the connection to an endpoint: where that browser's host reaches it back."""
+def _link_addresses(cdp: _CdpClient) -> Tuple[Optional[str], Optional[str]]:
+    """(this machine's address, the endpoint's) on the connection to an endpoint: where that browser's host
+    reaches this daemon back, and where its pages' sockets come from; None where the socket does not say."""
     ws: Any = getattr(cdp, "_ws", None)
     stream = getattr(getattr(ws, "protocol", None), "stream", None) or getattr(ws, "stream", None)
     sock = getattr(stream, "socket", None)
     try:
-        return str(sock.getsockname()[0]) if sock is not None else None
+        return (str(sock.getsockname()[0]), str(sock.getpeername()[0])) if sock is not None else (None, None)
     except OSError:
-        return None
+        return None, None
 
 
-def _pick_endpoint(endpoints: List[_Endpoint]) -> Optional[_Endpoint]:
-    """The endpoint the next device goes to: the one with the fewest devices, the first named on a tie."""
-    return min(endpoints, key=lambda ep: ep.devices) if endpoints else None
+def _pick_endpoint(endpoints: List[_Endpoint], in_use: List[Optional[_Endpoint]]) -> Optional[_Endpoint]:
+    """The endpoint the next device goes to: the one the live devices (`in_use`, each device's endpoint) use
+    least, the first named on a tie."""
+    return min(endpoints, key=in_use.count) if endpoints else None
 
 
 def _match_tab(targets: List[dict], url: str) -> Tuple[Optional[dict], List[str]]:

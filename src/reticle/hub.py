@@ -19,7 +19,7 @@ from .bridge import _Bridge
 from .calls import _CALL_DEADLINE, _CallContext, _tool_result
 from .constants import (DEFAULT_HOST, DEFAULT_PORT, HELLO_TIMEOUT_S, REFUSALS_KEPT,
     SESSION_MAX_AGE_S, SSE_KEEPALIVE_S, __version__, _emit, _log)
-from .devices import _DeviceManager
+from .devices import _DeviceManager, _endpoints_status
 from .errors import ToolError
 from .faults import _Faults
 from .frames import _Frames
@@ -216,7 +216,7 @@ class Hub:
                "sessions": [_describe_session(s) for s in self.bridge.live()],
                "mcpClients": len(self.sse_streams) + sum(1 for v in self.clients.values() if v > horizon),
                "devices": self.devices.describe(),
-               "cdpEndpoints": [ep.describe() for ep in self.devices.endpoints],
+               "cdpEndpoints": _endpoints_status(self.devices),
                # counts only (what a refusal named stays in the log): the middleware's records, the spans
                "serverTruth": {"middleware": {k: v for k, v in self.server_truth.items() if isinstance(v, int)},
                                "openTelemetry": otel, "tiedByTime": dict(self.ties.stats),
