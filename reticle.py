@@ -17520,6 +17520,11 @@ class _BrowserSession:
         self._wake()
         return event
 
+    def settle_server_record(self, event: dict) -> None:
+        """A record tied by method, path and time (tying.py) has stood its time: a verdict may read it."""
+        event["settled"] = True
+        self._wake()
+
     def add_server_untied(self, data: dict) -> None:
         """No server record could be tied to one of this tab's document requests (tying.py): which one, why."""
         self.store.add({"t": self.clock(), "type": "server.untied", "data": data}, 256 + len(_dumps(data)))
@@ -18315,28 +18320,60 @@ class _Ties:
         if not on_origin:
             return None
         self._remember(fact, now)
-        fits = [r for t in on_origin for r in _document_requests(t, now)
-                if _fits(r, fact) and (fact["sender"] is None or fact["sender"](t))]
-        rivals = [k for k, other in self.seen.items()
-                  if k != fact["key"] and any(_fits(r, other) for r in fits)]
+        fits, rivals = self._fitting(on_origin, fact, now)
         if not fits:
             return None
         if len(fits) == 1 and not rivals and not fits[0]["untied"] and self._key(fits[0]) not in self.tied:
             return fits[0]
+        self._refuse(fact, fits, rivals, now)
+        return None
+
+    def _fitting(self, tabs: Iterable[_BrowserSession], fact: dict, now: float) -> Tuple[List[dict], List[str]]:
+        """The document requests of `tabs` that `fact` fits, and the other records heard lately that fit one
+        of those."""
+        fits = [r for t in tabs for r in _document_requests(t, now)
+                if _fits(r, fact) and (fact["sender"] is None or fact["sender"](t))]
+        rivals = [k for k, other in self.seen.items()
+                  if k != fact["key"] and any(_fits(r, other) for r in fits)]
+        return fits, rivals
+
+    def _refuse(self, fact: dict, fits: List[dict], rivals: List[str], now: float) -> None:
+        """None of the requests `fact` fits can have a record tied: each is told why, a record tied withdrawn."""
         why = ("%d requests of %s %s fit it by time (more than one tab sent it at once), so none could be told "
                "apart" % (len(fits), fact["method"], fact["path"]) if len(fits) > 1 else
                "%d server records fit it by method, path and time (another client sent %s %s at the same moment), "
                "so neither could be told apart" % (len(rivals) + 1, fact["method"], fact["path"]))
         for req in fits:
             self._untie(req, why, now)
-        return None
 
-    def filed(self, fact: dict, req: dict, event: dict) -> None:
-        """The record of `fact` was filed under `req` as `event` (the tab's server.request event)."""
+    def filed(self, fact: dict, req: dict, event: dict, tabs: Callable[[], Iterable[_BrowserSession]]) -> None:
+        """The record of `fact` was filed under `req` as `event` (the tab's server.request event).  The event
+        says when it `settles`: TIE_SETTLE_MS after it came (a rival record in the next export batch), and
+        not before TIE_EARLY_MS past the request's start on the server, the last moment at which another
+        tab's word of a post could come and still fit it (_fits: on a loaded machine a second tab clicking
+        the same button may be heard of a second after the first was served).  Then it is weighed again
+        against every tab's requests (`tabs`) and withdrawn if another fits, or marked `settled`; a verdict
+        reads it no sooner (observe.py)."""
+        event["settles"] = max(event["t"] + TIE_SETTLE_MS, fact["start"] + TIE_EARLY_MS)
         self.tied[self._key(req)] = (fact["key"], event)
         while len(self.tied) > TIE_KEPT:
             self.tied.popitem(last=False)
         self.stats["tied"] += 1
+        delay = max(0.0, event["settles"] - event["t"]) / 1000.0
+        tornado.ioloop.IOLoop.current().call_later(delay, self._settle, fact, req, event, tabs)
+
+    def _settle(self, fact: dict, req: dict, event: dict, tabs: Callable[[], Iterable[_BrowserSession]]) -> None:
+        """A tied record's time to settle has come (filed): it stands if it still fits its request alone and
+        no other record fits that request; otherwise every request it fits is told why, and it is withdrawn."""
+        if event["type"] != "server.request" or self.tied.get(self._key(req), (None, None))[1] is not event:
+            return
+        now = req["tab"].clock()
+        on_origin = [t for t in tabs() if _url_origin(t.origin or t.url) == fact["origin"]]
+        fits, rivals = self._fitting(on_origin, fact, now)
+        if [self._key(r) for r in fits] == [self._key(req)] and not rivals:
+            req["tab"].settle_server_record(event)
+            return
+        self._refuse(fact, fits or [req], rivals, now)
 
     def replaced(self, tab: _BrowserSession, doc: Any, mark: str) -> None:
         """The request's own record came (the middleware read its cookie mark): a record tied to it before
@@ -20299,8 +20336,8 @@ def _judge_leaf_records(p: dict, obs: _Observation) -> dict:
                 "inconclusive": _server_unsure_why(unsure[0], p)}
     observed = [_server_line(r) for r in records[-8:]]
     # (when each came, and how long it must stand: a record tied by time may yet be withdrawn, tying.py)
-    near = [(e["t"], TIE_SETTLE_MS if e["data"].get("matchedBy") else RETRY_GRACE_MS) for e in window
-            if e["type"] == "server.request"
+    near = [(e["t"], e.get("settles", e["t"] + TIE_SETTLE_MS) - e["t"] if e["data"].get("matchedBy")
+             else RETRY_GRACE_MS) for e in window if e["type"] == "server.request"
             and _server_matches(e["data"], {k: p[k] for k in ("method", "urlContains") if k in p})]
     made = _server_made(window, p)
     if made and not near:
@@ -20666,14 +20703,15 @@ def _tie_record(hub: _StitchHost, rec: dict, at: Any, sessions: List[Any], now: 
     origin = _origin_key(rec["host"], None)
     fact = _fact("mw:%s:%s" % (rec["mark"], at), origin, rec["method"], rec["path"], start,
                  start + (rec["ms"] or 0.0), "middleware",
-                 lambda tab: _server_sender_refused(dict(rec), tab) is None)
+                 lambda tab, said=dict(rec): _server_sender_refused(dict(said), tab) is None)
     req = hub.ties.tie(sessions, fact, now) if fact is not None else None
     if fact is None or req is None:
         return False
     _server_sender_refused(rec, req["tab"])  # (takes the sender's fields out of the record)
     rec.pop("mark")
     rec["documentId"], rec["requestId"], rec["matchedBy"] = req["doc"], req["mark"], TIED_BY
-    hub.ties.filed(fact, req, req["tab"].add_server_record(rec))
+    hub.ties.filed(fact, req, req["tab"].add_server_record(rec),
+                   lambda: list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()])
     return True
 
 
@@ -22300,7 +22338,7 @@ class _OtelTraces:
         rec.pop("site", None)
         rec.pop("from", None)
         rec["documentId"], rec["requestId"], rec["matchedBy"] = req["doc"], req["mark"], TIED_BY
-        hub.ties.filed(fact, req, self._file(tid, req["tab"], rec, entry))
+        hub.ties.filed(fact, req, self._file(tid, req["tab"], rec, entry), lambda: self._tabs(hub))
         self.sources.attributed(server["service"])
         self.stats["tied"] += 1
         self.stats["unmatched"] -= len(entry["spans"])  # (counted when they came under no tab's trace id)
@@ -25721,7 +25759,7 @@ async def _await_server_records(session: "_BrowserSession", since: float, budget
     wait for the record of each marked request the act made, up to SERVER_WAIT_CAP_MS past its
     answer (work the framework runs for a request after answering it, such as a background task,
     ends before its record is sent; an exporter batches its spans), and for each record tied to one by
-    method, path and time to be TIE_SETTLE_MS old (a rival that comes by then withdraws it: tying.py),
+    method, path and time to settle (a rival that comes by then withdraws it: tying.py, _Ties.filed),
     never past `budget_end` on the daemon's clock.  True when any arrived."""
     if not session.server_seen and session.server_grace() == SERVER_GRACE_MS:
         return False
@@ -25730,7 +25768,7 @@ async def _await_server_records(session: "_BrowserSession", since: float, budget
         window = session.window(since)
         awaiting, _ = _server_unreported(session.now(), window, max(SERVER_WAIT_CAP_MS, session.server_grace()))
         young = [e["t"] for e in window if e["type"] == "server.request" and e["data"].get("matchedBy")
-                 and session.now() - e["t"] < TIE_SETTLE_MS]
+                 and not e.get("settled")]
         if not awaiting and not young and not _jobs_running(window):  # a job a request started: its record too
             break
         await session.wait_change(min(50.0, budget_end - session.now()) / 1000.0)

@@ -809,7 +809,7 @@ class _OtelTraces:
         rec.pop("site", None)
         rec.pop("from", None)
         rec["documentId"], rec["requestId"], rec["matchedBy"] = req["doc"], req["mark"], TIED_BY
-        hub.ties.filed(fact, req, self._file(tid, req["tab"], rec, entry))
+        hub.ties.filed(fact, req, self._file(tid, req["tab"], rec, entry), lambda: self._tabs(hub))
         self.sources.attributed(server["service"])
         self.stats["tied"] += 1
         self.stats["unmatched"] -= len(entry["spans"])  # (counted when they came under no tab's trace id)

@@ -434,8 +434,8 @@ def _judge_leaf_records(p: dict, obs: _Observation) -> dict:
                 "inconclusive": _server_unsure_why(unsure[0], p)}
     observed = [_server_line(r) for r in records[-8:]]
     # (when each came, and how long it must stand: a record tied by time may yet be withdrawn, tying.py)
-    near = [(e["t"], TIE_SETTLE_MS if e["data"].get("matchedBy") else RETRY_GRACE_MS) for e in window
-            if e["type"] == "server.request"
+    near = [(e["t"], e.get("settles", e["t"] + TIE_SETTLE_MS) - e["t"] if e["data"].get("matchedBy")
+             else RETRY_GRACE_MS) for e in window if e["type"] == "server.request"
             and _server_matches(e["data"], {k: p[k] for k in ("method", "urlContains") if k in p})]
     made = _server_made(window, p)
     if made and not near:

@@ -133,14 +133,15 @@ def _tie_record(hub: _StitchHost, rec: dict, at: Any, sessions: List[Any], now: 
     origin = _origin_key(rec["host"], None)
     fact = _fact("mw:%s:%s" % (rec["mark"], at), origin, rec["method"], rec["path"], start,
                  start + (rec["ms"] or 0.0), "middleware",
-                 lambda tab: _server_sender_refused(dict(rec), tab) is None)
+                 lambda tab, said=dict(rec): _server_sender_refused(dict(said), tab) is None)
     req = hub.ties.tie(sessions, fact, now) if fact is not None else None
     if fact is None or req is None:
         return False
     _server_sender_refused(rec, req["tab"])  # (takes the sender's fields out of the record)
     rec.pop("mark")
     rec["documentId"], rec["requestId"], rec["matchedBy"] = req["doc"], req["mark"], TIED_BY
-    hub.ties.filed(fact, req, req["tab"].add_server_record(rec))
+    hub.ties.filed(fact, req, req["tab"].add_server_record(rec),
+                   lambda: list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()])
     return True
 
 

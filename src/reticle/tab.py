@@ -1389,6 +1389,11 @@ class _BrowserSession:
         self._wake()
         return event
 
+    def settle_server_record(self, event: dict) -> None:
+        """A record tied by method, path and time (tying.py) has stood its time: a verdict may read it."""
+        event["settled"] = True
+        self._wake()
+
     def add_server_untied(self, data: dict) -> None:
         """No server record could be tied to one of this tab's document requests (tying.py): which one, why."""
         self.store.add({"t": self.clock(), "type": "server.untied", "data": data}, 256 + len(_dumps(data)))

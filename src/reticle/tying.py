@@ -16,6 +16,9 @@ import collections
 import urllib.parse
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
+import tornado.ioloop
+
+from .constants import TIE_SETTLE_MS
 from .events import _call_label
 from .tab import _BrowserSession
 
@@ -146,28 +149,60 @@ class _Ties:
         if not on_origin:
             return None
         self._remember(fact, now)
-        fits = [r for t in on_origin for r in _document_requests(t, now)
-                if _fits(r, fact) and (fact["sender"] is None or fact["sender"](t))]
-        rivals = [k for k, other in self.seen.items()
-                  if k != fact["key"] and any(_fits(r, other) for r in fits)]
+        fits, rivals = self._fitting(on_origin, fact, now)
         if not fits:
             return None
         if len(fits) == 1 and not rivals and not fits[0]["untied"] and self._key(fits[0]) not in self.tied:
             return fits[0]
+        self._refuse(fact, fits, rivals, now)
+        return None
+
+    def _fitting(self, tabs: Iterable[_BrowserSession], fact: dict, now: float) -> Tuple[List[dict], List[str]]:
+        """The document requests of `tabs` that `fact` fits, and the other records heard lately that fit one
+        of those."""
+        fits = [r for t in tabs for r in _document_requests(t, now)
+                if _fits(r, fact) and (fact["sender"] is None or fact["sender"](t))]
+        rivals = [k for k, other in self.seen.items()
+                  if k != fact["key"] and any(_fits(r, other) for r in fits)]
+        return fits, rivals
+
+    def _refuse(self, fact: dict, fits: List[dict], rivals: List[str], now: float) -> None:
+        """None of the requests `fact` fits can have a record tied: each is told why, a record tied withdrawn."""
         why = ("%d requests of %s %s fit it by time (more than one tab sent it at once), so none could be told "
                "apart" % (len(fits), fact["method"], fact["path"]) if len(fits) > 1 else
                "%d server records fit it by method, path and time (another client sent %s %s at the same moment), "
                "so neither could be told apart" % (len(rivals) + 1, fact["method"], fact["path"]))
         for req in fits:
             self._untie(req, why, now)
-        return None
 
-    def filed(self, fact: dict, req: dict, event: dict) -> None:
-        """The record of `fact` was filed under `req` as `event` (the tab's server.request event)."""
+    def filed(self, fact: dict, req: dict, event: dict, tabs: Callable[[], Iterable[_BrowserSession]]) -> None:
+        """The record of `fact` was filed under `req` as `event` (the tab's server.request event).  The event
+        says when it `settles`: TIE_SETTLE_MS after it came (a rival record in the next export batch), and
+        not before TIE_EARLY_MS past the request's start on the server, the last moment at which another
+        tab's word of a post could come and still fit it (_fits: on a loaded machine a second tab clicking
+        the same button may be heard of a second after the first was served).  Then it is weighed again
+        against every tab's requests (`tabs`) and withdrawn if another fits, or marked `settled`; a verdict
+        reads it no sooner (observe.py)."""
+        event["settles"] = max(event["t"] + TIE_SETTLE_MS, fact["start"] + TIE_EARLY_MS)
         self.tied[self._key(req)] = (fact["key"], event)
         while len(self.tied) > TIE_KEPT:
             self.tied.popitem(last=False)
         self.stats["tied"] += 1
+        delay = max(0.0, event["settles"] - event["t"]) / 1000.0
+        tornado.ioloop.IOLoop.current().call_later(delay, self._settle, fact, req, event, tabs)
+
+    def _settle(self, fact: dict, req: dict, event: dict, tabs: Callable[[], Iterable[_BrowserSession]]) -> None:
+        """A tied record's time to settle has come (filed): it stands if it still fits its request alone and
+        no other record fits that request; otherwise every request it fits is told why, and it is withdrawn."""
+        if event["type"] != "server.request" or self.tied.get(self._key(req), (None, None))[1] is not event:
+            return
+        now = req["tab"].clock()
+        on_origin = [t for t in tabs() if _url_origin(t.origin or t.url) == fact["origin"]]
+        fits, rivals = self._fitting(on_origin, fact, now)
+        if [self._key(r) for r in fits] == [self._key(req)] and not rivals:
+            req["tab"].settle_server_record(event)
+            return
+        self._refuse(fact, fits or [req], rivals, now)
 
     def replaced(self, tab: _BrowserSession, doc: Any, mark: str) -> None:
         """The request's own record came (the middleware read its cookie mark): a record tied to it before
