@@ -7,7 +7,6 @@ PostgreSQL, driven in headless Chromium."""
 import gzip
 import json
 import re
-import time
 import os
 import urllib.error
 import urllib.request
@@ -1235,6 +1234,43 @@ def test_a_form_posts_span_is_tied_to_the_one_request_its_method_path_and_time_f
         "from OpenTelemetry spans, matched by method, path and time, the request carried no mark")
     assert hub.otel.stats["tied"] == 1 and hub.ties.stats == {"tied": 1, "untied": 0, "withdrawn": 0}
     assert of_type(tab, "server.untied") == []
+
+
+def test_a_tied_span_is_weighed_again_when_it_settles_and_withdrawn_if_a_later_post_fits_it(tmp_path):
+    """A span tied to the one post it fits is not yet settled, and an act judged then says so; a second tab's
+    post heard of half a second after that span began (a loaded machine: its click came late) fits the span
+    too, and when the span's time to settle comes (a second past its start) it is withdrawn and both posts are
+    told that no record could be tied.  A span that nothing else fits by then stands, settled."""
+    import asyncio
+    import tornado.ioloop
+    hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+    first, second = (tab_on(hub, "s-" + d, d) for d in ("docA", "docB"))
+    loop = tornado.ioloop.IOLoop.current()
+    now = hub.clock()
+    form_post(first, "docA", now - 1500, answered=now - 1250)
+    hub.otel.absorb(hub, [server_span(hub, now - 1450, now - 1300, "c1" * 16)], [])
+    tied = [e for e in first.store.query(-1e9) if e["type"] == "server.request"]
+    assert len(tied) == 1 and tied[0]["data"]["matchedBy"] and not tied[0].get("settled"), tied
+    untied = reticle._server_untied(first.store.query(-1e9), first.known(0), True, True)
+    assert [why for _, why in untied] == ["a record fits it by method, path and time, but the act's time ran out "
+                                          "before a post another tab made at the same moment could be ruled out"]
+    form_post(second, "docB", now - 1000, answered=now - 800)  # heard of 450 ms after the first span began
+    loop.run_sync(lambda: asyncio.sleep(0.6))
+    assert tied[0]["type"] == "server.withdrawn" and "2 requests of POST /journal fit it" in tied[0]["data"][
+        "withdrawn"], tied[0]
+    assert len(of_type(first, "server.untied")) == len(of_type(second, "server.untied")) == 1
+    assert hub.ties.stats == {"tied": 1, "untied": 2, "withdrawn": 1}
+    # a post nothing else fits: its span settles and stands
+    hub = reticle.Hub(state_dir=str(tmp_path / "state2"), port=0)
+    alone = tab_on(hub, "s-docC", "docC")
+    now = hub.clock()
+    form_post(alone, "docC", now - 1500, answered=now - 1250)
+    hub.otel.absorb(hub, [server_span(hub, now - 1450, now - 1300, "c2" * 16)], [])
+    kept = [e for e in alone.store.query(-1e9) if e["type"] == "server.request"]
+    loop.run_sync(lambda: asyncio.sleep(0.6))
+    assert len(kept) == 1 and kept[0]["type"] == "server.request" and kept[0]["settled"] is True, kept
+    assert reticle._server_untied(alone.store.query(-1e9), alone.known(0), True, True) == ()
+    assert hub.ties.stats == {"tied": 1, "untied": 0, "withdrawn": 0}
 
 
 def spans_of(hub, service, port, trace):

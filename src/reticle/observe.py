@@ -277,6 +277,14 @@ def _server_untied(window: List[dict], known: "_Known", links: bool, spans: bool
     answered = {str(e["data"].get("requestId")) for e in window if e["type"] == "net.request"}
     why = {str(e["data"].get("requestId")): str(e["data"].get("why") or "") for e in window
            if e["type"] == "server.untied"}
+    unsettled = {(e["data"].get("documentId"), str(e["data"].get("requestId"))) for e in window
+                 if e["type"] == "server.request" and e["data"].get("matchedBy") and not e.get("settled")}
+    for e in window:  # a record tied whose time to settle had not come when the act's budget ran out
+        if e["type"] == "net.pending" and (e.get("doc"), str(e["data"].get("serverMark"))) in unsettled:
+            awaiting.append(e["data"])
+            why[str(e["data"]["serverMark"])] = ("a record fits it by method, path and time, but the act's time ran "
+                                                 "out before a post another tab made at the same moment could be "
+                                                 "ruled out")
     return tuple((_call_label(d), why.get(str(d.get("serverMark")), "")) for d in awaiting + unreported
                  if d.get("initiator") == "document" and str(d.get("requestId")) in answered
                  and (spans or str(d.get("serverMark")) in why) and (links or _is_write(d))

@@ -131,9 +131,12 @@ def _tie_record(hub: _StitchHost, rec: dict, at: Any, sessions: List[Any], now: 
         return False
     start = at - (time.time() * 1000.0 - hub.clock())
     origin = _origin_key(rec["host"], None)
+    said = dict(rec)  # (the record as it came: the sender's fields leave it once it is filed)
+
+    def sent_by(tab: Any) -> bool:
+        return _server_sender_refused(dict(said), tab) is None
     fact = _fact("mw:%s:%s" % (rec["mark"], at), origin, rec["method"], rec["path"], start,
-                 start + (rec["ms"] or 0.0), "middleware",
-                 lambda tab, said=dict(rec): _server_sender_refused(dict(said), tab) is None)
+                 start + (rec["ms"] or 0.0), "middleware", sent_by)
     req = hub.ties.tie(sessions, fact, now) if fact is not None else None
     if fact is None or req is None:
         return False
