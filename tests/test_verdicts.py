@@ -487,8 +487,11 @@ def click(mcp, button, **extra):
 
 def test_a_204_autosave_does_not_disturb_a_verdict_and_text_can_be_exact(real):
     mcp = real.mcp
-    # a notebook that has been open a moment: its timer has saved before the act
-    wait_until(lambda: mcp.ok("reticle_network", {"since": 0, "method": "PUT"})["calls"], 5, what="an autosave")
+    # a notebook that has been open a moment: its timer has saved before the act (a save answered, not one still
+    # in flight: on a loaded machine the first may not have come back yet, and a write never seen answered before
+    # the act is not known to be the page's own)
+    wait_until(lambda: [c for c in mcp.ok("reticle_network", {"since": 0, "method": "PUT"})["calls"]
+                        if c.get("status") == 204], 10, what="an autosave answered")
     runs = REAL_TRUTH["runs"]
     out = click(mcp, "Run cell", until={"kind": "allOf", "predicates": [
         {"kind": "net", "method": "POST", "urlContains": "/real/run", "status": 200},
