@@ -2,6 +2,7 @@
 post and as a SvelteKit form action (a JSON envelope under HTTP 200), and opens a WebSocket.  The server counts every write and socket it received, so a test can
 tell a fault's answer from the server's."""
 
+import tornado.gen
 import tornado.web
 import tornado.websocket
 
@@ -10,7 +11,7 @@ PAGE = """<!doctype html><html><head><title>faults</title>%(tag)s</head><body>
 <button id="save">Save</button> <button id="xsave">Save with XHR</button>
 <form method="post" action="/form"><input name="note" value="hi"><button>Post the form</button></form>
 <button id="ws">Connect</button> <button id="quiet">Save quietly</button> <button id="many">Store all 30</button>
-<button id="sk">Create note</button>
+<button id="sk">Create note</button> <button id="slow">Save slowly</button>
 <div id="msg"></div>
 <script>
 function show(text, failed) {
@@ -37,6 +38,14 @@ document.getElementById('xsave').addEventListener('click', function () {
 document.getElementById('quiet').addEventListener('click', function () {
   fetch('/api/quiet', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{"note":"q"}'})
     .then(function (r) { return r.text(); }, function () {});
+});
+document.getElementById('slow').addEventListener('click', function () {
+  // answered 1.5 s later, and the page busy for 300 ms after sending it (a heavy render): a plain act returns
+  // long after the write began and long before it is answered (--teeth must still find the write)
+  fetch('/api/slow', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{"note":"s"}'})
+    .then(function (r) { return r.text(); }, function () {});
+  var until = Date.now() + 300;
+  while (Date.now() < until) { /* busy */ }
 });
 document.getElementById('many').addEventListener('click', function () {
   // thirty writes to thirty paths, one after the other whatever each answered (issue 27: --teeth's bound)
@@ -85,7 +94,8 @@ class FaultApp:
         return sum(1 for p, _ in self.writes if p == path)
 
     def routes(self):
-        return [(r"/api/(save|xsave|quiet|many/[0-9]+)", _Save, {"app": self}), (r"/form", _Form, {"app": self}),
+        return [(r"/api/(save|xsave|quiet|many/[0-9]+)", _Save, {"app": self}), (r"/api/slow", _Slow, {"app": self}),
+                (r"/form", _Form, {"app": self}),
                 (r"/sk", _SvelteKitAction, {"app": self}),
                 (r"/ws", _Socket, {"app": self}), (r"/.*", _Page, {"app": self})]
 
@@ -104,6 +114,14 @@ class _Page(_Base):
 class _Save(_Base):
     def post(self, which):
         self.app.writes.append(("/api/" + which, self.request.body.decode()))
+        self.set_header("Content-Type", "application/json")
+        self.write('{"saved": true}')
+
+
+class _Slow(_Base):
+    async def post(self):
+        self.app.writes.append(("/api/slow", self.request.body.decode()))
+        await tornado.gen.sleep(1.5)
         self.set_header("Content-Type", "application/json")
         self.write('{"saved": true}')
 

@@ -351,6 +351,24 @@ def test_verify_teeth_calls_a_text_only_flow_toothless_and_a_status_check_not(tm
         assert data["flows"][0]["toothless"] == ["POST /api/quiet", "POST /api/quiet (lie)"], data
 
 
+def test_verify_teeth_fails_a_write_answered_after_its_plain_act_returned(tmp_path):
+    """A plain act (no `until`) returns before its write is answered (here 1.5 s later; on a busy machine any
+    write can be): the write, answered while the next step ran, is still the act's, named in its step and failed
+    on purpose by --teeth, so a flow whose only check is text the page always shows is TOOTHLESS for it."""
+    import json as _json
+    slow = {"target": {"role": "button", "name": "Save slowly"}, "action": "click"}
+    with _verify_project(tmp_path, {"slow-text": [slow, {"assert": {"kind": "text", "contains": "Notes"}}]}) as (
+            app, verify):
+        plain = _json.loads(verify("--json", "slow-text").stdout)
+        assert plain["exitCode"] == 0 and app.count("/api/slow") == 1, plain
+        assert [s.get("writes") for s in plain["flows"][0]["steps"]] == [[{"method": "POST", "path": "/api/slow"}],
+                                                                         None], plain
+        data = _json.loads(verify("--teeth", "--json", "slow-text").stdout)
+        assert data["exitCode"] == 4, data
+        assert data["flows"][0]["toothless"] == ["POST /api/slow", "POST /api/slow (lie)"], data
+        assert app.count("/api/slow") == 2  # the plain replay of the teeth run; neither fault reached the server
+
+
 SK_CREATED = [{"target": {"role": "button", "name": "Create note"}, "action": "click", "timeout_ms": 6000,
                "until": {"kind": "text", "contains": "Note created"}}]
 

@@ -105,18 +105,23 @@ def _caused_by_act(e: dict, floor: float, known: Optional["_Known"], repeats: bo
     return _call_label(d) not in (known.polled if repeats else known.background)
 
 
-def _writes_in(window: List[dict], floor: Optional[float] = None, answers: bool = False) -> List[dict]:
+def _writes_in(window: List[dict], floor: Optional[float] = None, answers: bool = False,
+               until: Optional[float] = None) -> List[dict]:
     """The writes a window holds (POST, PUT, PATCH, DELETE and form posts) that started after the
-    act at `floor`, once each by method and path: what `reticle verify --teeth` fails on purpose,
-    one at a time.  (A write the page repeats on its own is not told apart here: failing it too
-    only asks more of the flow.)  answers=True: each with the `answer` its first call got, where
-    one can be replayed (_replayable_answer), for --teeth's lie."""
+    act at `floor` (and before `until`, the next act, when given), once each by method and path: what
+    `reticle verify --teeth` fails on purpose, one at a time.  (A write the page repeats on its own is
+    not told apart here: failing it too only asks more of the flow.)  answers=True: each with the
+    `answer` its first call got, where one can be replayed (_replayable_answer), for --teeth's lie."""
     out: List[dict] = []
     for e in window:
         d = e["data"]
         if e["type"] != "net.request" or not _is_write(d) or _is_dev(d):
             continue
         if floor is not None and not _caused_by_act(e, floor, None):
+            continue
+        took = d.get("durationMs", d.get("ms"))
+        began = e["t"] - float(took) if isinstance(took, (int, float)) and not isinstance(took, bool) else e["t"]
+        if until is not None and began >= until:
             continue
         parts = urllib.parse.urlsplit(str(d.get("url") or ""))
         item: Dict[str, Any] = {"method": str(d.get("method")).upper(), "path": parts.path or "/"}
