@@ -104,7 +104,7 @@ class Daemon:
     daemon keeps serving, so a test could pass over it otherwise."""
 
     def __init__(self, state_dir, port=None, args=(), env=None, command=None, cwd=None,
-                 ready=True, timeout=10.0):
+                 ready=True, timeout=30.0):
         self.state_dir = str(state_dir)
         self.port = port or free_port()
         self.url = "http://127.0.0.1:%d" % self.port
@@ -126,7 +126,7 @@ class Daemon:
     def pid(self):
         return self.proc.pid
 
-    def wait_ready(self, timeout=10.0):
+    def wait_ready(self, timeout=30.0):
         """-> the first /status answer; raises with the daemon's log if it exits or never answers."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.proc.poll() is None:
