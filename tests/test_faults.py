@@ -361,8 +361,10 @@ def test_verify_teeth_fails_a_write_answered_after_its_plain_act_returned(tmp_pa
             app, verify):
         plain = _json.loads(verify("--json", "slow-text").stdout)
         assert plain["exitCode"] == 0 and app.count("/api/slow") == 1, plain
-        assert [s.get("writes") for s in plain["flows"][0]["steps"]] == [[{"method": "POST", "path": "/api/slow"}],
-                                                                         None], plain
+        # named once: by the click (quiet machine), or by the assert when the daemon heard of the write only after
+        # the assert began (the page's report comes late on a busy one); never by neither
+        named = [s.get("writes") for s in plain["flows"][0]["steps"]]
+        assert sorted(named, key=str) == sorted([[{"method": "POST", "path": "/api/slow"}], None], key=str), plain
         data = _json.loads(verify("--teeth", "--json", "slow-text").stdout)
         assert data["exitCode"] == 4, data
         assert data["flows"][0]["toothless"] == ["POST /api/slow", "POST /api/slow (lie)"], data
