@@ -8857,6 +8857,8 @@ SERVER_MARK_COOKIE = "__reticle_mark"       # on a document request (a form post
 SERVER_GRACE_MS = 400                      # a request's record may come this long after the browser saw it answered
 SERVER_WAIT_CAP_MS = 3000                  # after an act, a verdict waits at most this long past an answer for it
 OTEL_GRACE_MS = 1500                       # SERVER_GRACE_MS once spans reach the daemon (exporters batch them)
+OTEL_LOG_WAIT_MS = 1200                    # a record of a service that exports its logs is judged once this old: an
+                                           # ERROR log under it comes in the logs' own batch (1 s by default)
 TIE_SETTLE_MS = 400                        # a record tied by time (tying.py) is judged once this long old: a rival
                                            # in the next export batch, or the word of another tab's post, withdraws it
 # Storage truth: the app's store watched read-only while a tab acts (README "Server truth", SECURITY.md)
@@ -22017,14 +22019,29 @@ def _root_server(spans: List[dict]) -> Optional[dict]:
     return next((s for s in spans if s["kind"] == 2 and s["parentSpanId"] not in ids), None)
 
 
-def _otlp_read(body: bytes, media: str, encoding: str, what: str) -> Tuple[List[dict], List[dict], List[str]]:
-    """One OTLP request body, read: (spans, error logs, why each span refused was refused).  Pure, and
-    the costly part of an export (inflate, parse, convert), so it runs off the event loop."""
+def _log_services(payload: dict) -> List[str]:
+    """The services (`service.name`) whose log records an OTLP logs payload carries, whatever their level."""
+    out: List[str] = []
+    logs = payload.get("resourceLogs")
+    for rl in logs if isinstance(logs, list) else []:
+        if not isinstance(rl, dict) or not isinstance(rl.get("resource"), dict):
+            continue
+        name = _otel_attrs(rl["resource"].get("attributes")).get("service.name")
+        if isinstance(name, str) and name[:120] not in out:
+            out.append(name[:120])
+    return out[:16]
+
+
+def _otlp_read(body: bytes, media: str, encoding: str,
+               what: str) -> Tuple[List[dict], List[dict], List[str], List[str]]:
+    """One OTLP request body, read: (spans, error logs, why each span refused was refused, the services whose
+    logs it carries).  Pure, and the costly part of an export (inflate, parse, convert), so it runs off the
+    event loop."""
     payload = _otlp_payload(body, media, encoding, what)
     if what == "traces":
         spans, bad = _otel_spans(payload)
-        return spans, [], bad
-    return [], _otel_logs(payload), []
+        return spans, [], bad, []
+    return [], _otel_logs(payload), [], _log_services(payload)
 
 
 def _whole_traces(spans: List[dict], logs: List[dict], size: int) -> Iterator[Tuple[List[dict], List[dict]]]:
@@ -22047,6 +22064,17 @@ def _whole_traces(spans: List[dict], logs: List[dict], size: int) -> Iterator[Tu
 
 OTEL_SLICE_SPANS = 2000          # spans (whole traces) filed in one turn of the event loop; then others go
 OTEL_ORIGINS_KEPT = 256          # the origins traced services were seen to serve, at most (the oldest go first)
+
+
+def _keep_recent(kept: "collections.OrderedDict[str, None]", names: List[str], cap: int) -> None:
+    """Remember `names` as the newest of `kept`, which holds `cap` at most (the oldest go first)."""
+    for name in names:
+        kept[name] = None
+        kept.move_to_end(name)
+        if len(kept) > cap:
+            kept.popitem(last=False)
+
+
 def _span_origin(attrs: dict) -> Optional[str]:
     """The origin a SERVER span's service answered on, from its attributes (current and older names)."""
     full = attrs.get("url.full") or attrs.get("http.url")
@@ -22153,6 +22181,7 @@ class _OtelTraces:
         self.loose_spans = 0
         self.db_services: Set[str] = set()  # services whose spans have shown database statements
         self.tx_services: Set[str] = set()  # ... and a transaction statement (their commits are traced)
+        self.log_services: "collections.OrderedDict[str, None]" = collections.OrderedDict()  # export logs too
         # services whose database spans have all been of kinds Reticle cannot read: service -> the first such
         self.unread_services: "collections.OrderedDict[str, str]" = collections.OrderedDict()
         # origins (loopback:3000) whose requests traced services have answered: only a tab on one of them
@@ -22201,7 +22230,8 @@ class _OtelTraces:
         if self.pool is None:
             self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="reticle-otlp")
         loop = asyncio.get_running_loop()
-        spans, logs, bad = await loop.run_in_executor(self.pool, _otlp_read, body, media, encoding, what)
+        spans, logs, bad, loggers = await loop.run_in_executor(self.pool, _otlp_read, body, media, encoding, what)
+        _keep_recent(self.log_services, loggers, OTEL_ORIGINS_KEPT)
         for part_spans, part_logs in _whole_traces(spans, logs, OTEL_SLICE_SPANS):
             self.absorb(hub, part_spans, part_logs)
             await asyncio.sleep(0)
@@ -22226,11 +22256,7 @@ class _OtelTraces:
             by_trace.setdefault(lg["traceId"], ([], []))[1].append(lg)
         for sp in spans:
             origin = _span_origin(sp["attrs"]) if sp["kind"] == 2 else None
-            if origin is not None:
-                self.origins[origin] = None
-                self.origins.move_to_end(origin)
-                if len(self.origins) > OTEL_ORIGINS_KEPT:
-                    self.origins.popitem(last=False)
+            _keep_recent(self.origins, [origin] if origin is not None else [], OTEL_ORIGINS_KEPT)
         if spans and not self.stats["spans"]:
             # the first spans: from now on, devices add the trace context of their documents' requests
             for device in list(hub.devices.devices.values()):
@@ -22292,6 +22318,7 @@ class _OtelTraces:
         if rec["statements"]:
             self.db_services.add(server["service"])
         rec["dbTraced"] = server["service"] in self.db_services
+        rec.update({"logsExported": True} if server["service"] in self.log_services else {})  # (observe.py)
         rec["dbUnread"] = self._unread(server["service"], rec["dbTraced"], raw["dbUnread"])
         return rec
 
@@ -25767,20 +25794,23 @@ async def _await_server_records(session: "_BrowserSession", since: float, budget
     wait for the record of each marked request the act made, up to SERVER_WAIT_CAP_MS past its
     answer (work the framework runs for a request after answering it, such as a background task,
     ends before its record is sent; an exporter batches its spans), and for each record tied to one by
-    method, path and time to settle (a rival that comes by then withdraws it: tying.py, _Ties.filed),
-    never past `budget_end` on the daemon's clock.  True when any arrived."""
+    method, path and time to settle (a rival that comes by then withdraws it: tying.py, _Ties.filed), and
+    for each record of a service that exports its logs to be OTEL_LOG_WAIT_MS old (an ERROR log joins it late),
+    never past `budget_end` on the daemon's clock.  True when any arrived (or may have grown: logs)."""
     if not session.server_seen and session.server_grace() == SERVER_GRACE_MS:
         return False
-    before = session.server_seen
+    before, logs = session.server_seen, False
     while session.now() < budget_end:
         window = session.window(since)
         awaiting, _ = _server_unreported(session.now(), window, max(SERVER_WAIT_CAP_MS, session.server_grace()))
-        young = [e["t"] for e in window if e["type"] == "server.request" and e["data"].get("matchedBy")
-                 and not e.get("settled")]
+        young = [e["t"] for e in window if e["type"] == "server.request" and (
+                 e["data"].get("matchedBy") and not e.get("settled")
+                 or e["data"].get("logsExported") and session.now() - e["t"] < OTEL_LOG_WAIT_MS)]
         if not awaiting and not young and not _jobs_running(window):  # a job a request started: its record too
             break
+        logs = logs or any(e["type"] == "server.request" and e["data"].get("logsExported") for e in window)
         await session.wait_change(min(50.0, budget_end - session.now()) / 1000.0)
-    return session.server_seen != before
+    return session.server_seen != before or logs
 
 
 async def _stores_caught_up(session: "_BrowserSession") -> bool:

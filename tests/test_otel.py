@@ -814,6 +814,28 @@ def test_an_error_logged_under_a_save_decides_it_where_the_spans_cannot_show_its
         app.close()
 
 
+def test_an_error_log_exported_a_second_after_its_spans_still_decides_the_save(tmp_path, daemon, mcp):
+    """The same Flask app with its log processor at OpenTelemetry's default delay (1 s) and its spans at 200 ms:
+    the ERROR log under a save comes in a batch of its own after the request's spans.  A service that exports
+    its logs has its records judged only once a late log could have joined them, so the save that logged ERROR
+    is `no` for every predicate, never an unknown (or a yes) read before its log came."""
+    app = PythonOtelApp(tmp_path, daemon, logs=True, env_extra={"OTEL_BLRP_SCHEDULE_DELAY": "1000"})
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        for n in range(2):
+            before = app.rows()
+            out = act(mcp, sid, "Save (logged)", {"kind": "net", "urlContains": "/api/logged", "status": 200},
+                      timeout_ms=8000)
+            assert out["verified"] == "no" and "server-logged-error" in out["because"], (n, out)
+            assert "could not save the profile" in out["because"], (n, out)
+            assert app.rows() == before + 1
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
 class RR7App(ExpressApp):
     """tests/_otel_rr7 (React Router 7 in framework mode, PostgreSQL through pg) under `react-router dev`
     (Vite), traced by the recipe `reticle init` prints for it: its NODE_OPTIONS and OTEL_* variables,

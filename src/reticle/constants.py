@@ -87,6 +87,8 @@ SERVER_MARK_COOKIE = "__reticle_mark"       # on a document request (a form post
 SERVER_GRACE_MS = 400                      # a request's record may come this long after the browser saw it answered
 SERVER_WAIT_CAP_MS = 3000                  # after an act, a verdict waits at most this long past an answer for it
 OTEL_GRACE_MS = 1500                       # SERVER_GRACE_MS once spans reach the daemon (exporters batch them)
+OTEL_LOG_WAIT_MS = 1200                    # a record of a service that exports its logs is judged once this old: an
+                                           # ERROR log under it comes in the logs' own batch (1 s by default)
 TIE_SETTLE_MS = 400                        # a record tied by time (tying.py) is judged once this long old: a rival
                                            # in the next export batch, or the word of another tab's post, withdraws it
 # Storage truth: the app's store watched read-only while a tab acts (README "Server truth", SECURITY.md)

@@ -15,7 +15,7 @@ from .calls import _progress_note
 from .causes import _caused_by_act
 from .constants import (ACT_GRACE_MS, HORIZON_CAP_MS, HORIZON_CHURN_MS, HORIZON_QUIET_MS, NAV_WAIT_S, RETRY_GRACE_MS,
     SCAN_WAIT_MS, SERVER_GRACE_MS, SERVER_WAIT_CAP_MS, SOCKET_REPLY_WAIT_MS, STRANDED_MS, STRANDED_NOTE,
-    STREAM_QUIET_MS)
+    STREAM_QUIET_MS, OTEL_LOG_WAIT_MS)
 from .conventions import _answer_failure_text, _error_ui, _is_failure_ui, _ui_label
 from .errors import ToolError
 from .events import _FRAME_TYPES, _UI_EVENTS, _call_failed, _call_label, _call_matches, _is_dev, _is_write
@@ -230,20 +230,23 @@ async def _await_server_records(session: "_BrowserSession", since: float, budget
     wait for the record of each marked request the act made, up to SERVER_WAIT_CAP_MS past its
     answer (work the framework runs for a request after answering it, such as a background task,
     ends before its record is sent; an exporter batches its spans), and for each record tied to one by
-    method, path and time to settle (a rival that comes by then withdraws it: tying.py, _Ties.filed),
-    never past `budget_end` on the daemon's clock.  True when any arrived."""
+    method, path and time to settle (a rival that comes by then withdraws it: tying.py, _Ties.filed), and
+    for each record of a service that exports its logs to be OTEL_LOG_WAIT_MS old (an ERROR log joins it late),
+    never past `budget_end` on the daemon's clock.  True when any arrived (or may have grown: logs)."""
     if not session.server_seen and session.server_grace() == SERVER_GRACE_MS:
         return False
-    before = session.server_seen
+    before, logs = session.server_seen, False
     while session.now() < budget_end:
         window = session.window(since)
         awaiting, _ = _server_unreported(session.now(), window, max(SERVER_WAIT_CAP_MS, session.server_grace()))
-        young = [e["t"] for e in window if e["type"] == "server.request" and e["data"].get("matchedBy")
-                 and not e.get("settled")]
+        young = [e["t"] for e in window if e["type"] == "server.request" and (
+                 e["data"].get("matchedBy") and not e.get("settled")
+                 or e["data"].get("logsExported") and session.now() - e["t"] < OTEL_LOG_WAIT_MS)]
         if not awaiting and not young and not _jobs_running(window):  # a job a request started: its record too
             break
+        logs = logs or any(e["type"] == "server.request" and e["data"].get("logsExported") for e in window)
         await session.wait_change(min(50.0, budget_end - session.now()) / 1000.0)
-    return session.server_seen != before
+    return session.server_seen != before or logs
 
 
 async def _stores_caught_up(session: "_BrowserSession") -> bool:
