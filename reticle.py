@@ -17681,6 +17681,10 @@ class _Bridge:
     def live(self) -> List[_BrowserSession]:
         return list(self.sessions.values())
 
+    def every_tab(self) -> List[_BrowserSession]:
+        """The live tabs and those that left lately (a server record may still come for them)."""
+        return self.live() + [s for s, _ in self.departed.values()]
+
     def frame_pause(self, session: "_BrowserSession", size: int) -> float:
         """After a frame of events from `session`: 0.0, or the seconds until that tab may send again,
         once it has sent `tab_byte_rate` this second (or all tabs together `total_byte_rate`).  The
@@ -18296,6 +18300,11 @@ def _document_requests(tab: _BrowserSession, now: float) -> List[dict]:
     return out
 
 
+def _on_origin(tabs: Iterable[_BrowserSession], origin: str) -> List[_BrowserSession]:
+    """The tabs whose page is on `origin` (an origin key: _origin_key)."""
+    return [t for t in tabs if _url_origin(t.origin or t.url) == origin]
+
+
 def _fits(req: dict, fact: dict) -> bool:
     """Does a record fit a document request: the same method and path (and query, when both name one),
     begun within the time the request may have begun in (_document_requests), and ended by its answer
@@ -18323,7 +18332,7 @@ class _Ties:
         It is tied when it is the one request the record fits and no other record heard lately fits it
         (a request its own record answers is none of these: _document_requests).  Otherwise every request
         it fits is told why none was tied, and a record tied to one before is withdrawn."""
-        on_origin = [t for t in tabs if _url_origin(t.origin or t.url) == fact["origin"]]
+        on_origin = _on_origin(tabs, fact["origin"])
         if not on_origin:
             return None
         self._remember(fact, now)
@@ -18375,8 +18384,7 @@ class _Ties:
         if event["type"] != "server.request" or self.tied.get(self._key(req), (None, None))[1] is not event:
             return
         now = req["tab"].clock()
-        on_origin = [t for t in tabs() if _url_origin(t.origin or t.url) == fact["origin"]]
-        fits, rivals = self._fitting(on_origin, fact, now)
+        fits, rivals = self._fitting(_on_origin(tabs(), fact["origin"]), fact, now)
         if [self._key(r) for r in fits] == [self._key(req)] and not rivals:
             req["tab"].settle_server_record(event)
             return
@@ -20720,8 +20728,7 @@ def _tie_record(hub: _StitchHost, rec: dict, at: Any, sessions: List[Any], now: 
     _server_sender_refused(rec, req["tab"])  # (takes the sender's fields out of the record)
     rec.pop("mark")
     rec["documentId"], rec["requestId"], rec["matchedBy"] = req["doc"], req["mark"], TIED_BY
-    hub.ties.filed(fact, req, req["tab"].add_server_record(rec),
-                   lambda: list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()])
+    hub.ties.filed(fact, req, req["tab"].add_server_record(rec), hub.bridge.every_tab)
     return True
 
 
@@ -20735,7 +20742,7 @@ def _stitch_server_records(hub: _StitchHost, body: Any) -> dict:
     records = body["records"]
     if len(records) > SERVER_MAX_RECORDS:
         raise _HttpRefusal(413, "payload too large", "at most %d records per POST" % SERVER_MAX_RECORDS)
-    sessions = list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
+    sessions = hub.bridge.every_tab()
     stats = hub.server_truth
     dropped = body.get("dropped")
     if isinstance(dropped, int) and not isinstance(dropped, bool) and dropped > 0:
@@ -22190,7 +22197,7 @@ class _OtelTraces:
         self.stats = {"spans": 0, "logs": 0, "stitched": 0, "tied": 0, "unmatched": 0, "refused": 0, "foreign": 0}
 
     def _tabs(self, hub: _OtelHost) -> List[_BrowserSession]:
-        return list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
+        return hub.bridge.every_tab()
 
     def _owner(self, hub: _OtelHost, tid: str, now: float) -> Any:
         return next((s for s in self._tabs(hub) if s.server_tickets.holds(tid, now)), None)

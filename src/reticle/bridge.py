@@ -96,6 +96,10 @@ class _Bridge:
     def live(self) -> List[_BrowserSession]:
         return list(self.sessions.values())
 
+    def every_tab(self) -> List[_BrowserSession]:
+        """The live tabs and those that left lately (a server record may still come for them)."""
+        return self.live() + [s for s, _ in self.departed.values()]
+
     def frame_pause(self, session: "_BrowserSession", size: int) -> float:
         """After a frame of events from `session`: 0.0, or the seconds until that tab may send again,
         once it has sent `tab_byte_rate` this second (or all tabs together `total_byte_rate`).  The

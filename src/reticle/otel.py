@@ -651,7 +651,7 @@ class _OtelTraces:
         self.stats = {"spans": 0, "logs": 0, "stitched": 0, "tied": 0, "unmatched": 0, "refused": 0, "foreign": 0}
 
     def _tabs(self, hub: _OtelHost) -> List[_BrowserSession]:
-        return list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
+        return hub.bridge.every_tab()
 
     def _owner(self, hub: _OtelHost, tid: str, now: float) -> Any:
         return next((s for s in self._tabs(hub) if s.server_tickets.holds(tid, now)), None)

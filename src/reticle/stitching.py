@@ -143,8 +143,7 @@ def _tie_record(hub: _StitchHost, rec: dict, at: Any, sessions: List[Any], now: 
     _server_sender_refused(rec, req["tab"])  # (takes the sender's fields out of the record)
     rec.pop("mark")
     rec["documentId"], rec["requestId"], rec["matchedBy"] = req["doc"], req["mark"], TIED_BY
-    hub.ties.filed(fact, req, req["tab"].add_server_record(rec),
-                   lambda: list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()])
+    hub.ties.filed(fact, req, req["tab"].add_server_record(rec), hub.bridge.every_tab)
     return True
 
 
@@ -158,7 +157,7 @@ def _stitch_server_records(hub: _StitchHost, body: Any) -> dict:
     records = body["records"]
     if len(records) > SERVER_MAX_RECORDS:
         raise _HttpRefusal(413, "payload too large", "at most %d records per POST" % SERVER_MAX_RECORDS)
-    sessions = list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
+    sessions = hub.bridge.every_tab()
     stats = hub.server_truth
     dropped = body.get("dropped")
     if isinstance(dropped, int) and not isinstance(dropped, bool) and dropped > 0:

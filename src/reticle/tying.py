@@ -118,6 +118,11 @@ def _document_requests(tab: _BrowserSession, now: float) -> List[dict]:
     return out
 
 
+def _on_origin(tabs: Iterable[_BrowserSession], origin: str) -> List[_BrowserSession]:
+    """The tabs whose page is on `origin` (an origin key: _origin_key)."""
+    return [t for t in tabs if _url_origin(t.origin or t.url) == origin]
+
+
 def _fits(req: dict, fact: dict) -> bool:
     """Does a record fit a document request: the same method and path (and query, when both name one),
     begun within the time the request may have begun in (_document_requests), and ended by its answer
@@ -145,7 +150,7 @@ class _Ties:
         It is tied when it is the one request the record fits and no other record heard lately fits it
         (a request its own record answers is none of these: _document_requests).  Otherwise every request
         it fits is told why none was tied, and a record tied to one before is withdrawn."""
-        on_origin = [t for t in tabs if _url_origin(t.origin or t.url) == fact["origin"]]
+        on_origin = _on_origin(tabs, fact["origin"])
         if not on_origin:
             return None
         self._remember(fact, now)
@@ -197,8 +202,7 @@ class _Ties:
         if event["type"] != "server.request" or self.tied.get(self._key(req), (None, None))[1] is not event:
             return
         now = req["tab"].clock()
-        on_origin = [t for t in tabs() if _url_origin(t.origin or t.url) == fact["origin"]]
-        fits, rivals = self._fitting(on_origin, fact, now)
+        fits, rivals = self._fitting(_on_origin(tabs(), fact["origin"]), fact, now)
         if [self._key(r) for r in fits] == [self._key(req)] and not rivals:
             req["tab"].settle_server_record(event)
             return
