@@ -429,7 +429,8 @@ class _Tab:
 
 class _Host:
     def __init__(self, tab):
-        self.bridge = type("Bridge", (), {"sessions": {"s1": tab}, "departed": {}})()
+        self.bridge = type("Bridge", (), {"sessions": {"s1": tab}, "departed": {},
+                                          "every_tab": lambda _self: [tab]})()
         self.devices = type("Devices", (), {"devices": {}})()
         self.faults = None
 
