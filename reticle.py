@@ -24149,8 +24149,11 @@ def _r_presence_blind_spot(c: _Case) -> _Ruling:
 
 def _r_assertion_failed(c: _Case) -> _Ruling:
     if not c.res["pass"]:
-        return "no", "assertion_failed", "the declared consequence did not hold: %s" % (
-            c.res.get("failureReason") or _describe_predicate(c.p))
+        why = c.res.get("failureReason") or _describe_predicate(c.p)
+        shown = [x["counter"] for x in c.contradictions if x["kind"] == "error-shown"]
+        if shown and not c.res.get("decided") and "the page tells the user" not in why:
+            why += "; %s" % shown[0]  # the failure the act showed, when the page's near texts did not name it
+        return "no", "assertion_failed", "the declared consequence did not hold: %s" % why
     return None
 
 

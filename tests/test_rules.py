@@ -77,6 +77,10 @@ DECIDE = [
      "presence_blind_spot", "may be there"),
     ("a-miss-with-the-whole-page-readable", MISSED, [], known(), {"kind": "text", "contains": "Paid"}, {},
      "no", "assertion_failed", "no text"),
+    # the act showed an error the page's texts no longer name (the assert came late): the `no` names it
+    ("a-miss-names-the-error-the-act-showed", MISSED, [call(1), ev(2, "ui.alert", text="The server refused the change.",
+     source="alert")], known(), {"kind": "text", "contains": "Paid"}, {}, "no", "assertion_failed",
+     "no text containing 'Paid' on the page; the page showed 'The server refused the change.'"),
     ("contradicted", PASS, [call(1, status=500), ev(2, "dom.added")], known(),
      {"kind": "text", "contains": "Saved"}, {}, "no", "contradicted", "ui-advanced-request-failed"),
     ("evidence-incomplete", PASS, [call(1), call(2)], known(), {"kind": "text", "contains": "Saved"},
