@@ -417,7 +417,7 @@ def test_verify_teeth_is_bounded_on_a_30_write_page_and_names_what_it_left_untes
         assert tested == ["POST /api/many/17"] + ["POST /api/many/%d" % n for n in range(7)], tested
         assert [t["write"] for t in flow["teeth"] if t["as"] == "lie"] == tested
         assert not any(t["toothless"] for t in flow["teeth"] if t["as"] == "failed") and flow["teethMax"] == 8
-        assert flow["toothless"] == ["%s (lie)" % w for w in tested], flow["toothless"]
+        assert flow["toothless"] == ["%s (lie)" % w for w in tested], flow["teeth"]
         untested = ["POST /api/many/%d" % n for n in range(7, 30) if n != 17]
         assert flow["teethUntested"] == untested, flow.get("teethUntested")
         # bounded: the page's first write reached the server once per replay (the plain one and the 14 teeth
