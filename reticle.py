@@ -18000,13 +18000,19 @@ def _unread_write(e: dict, floor: float, known: "_Known") -> bool:
     return _caused_by_act(e, floor, known)
 
 
+def _call_began(e: dict) -> Optional[float]:
+    """When a completed call began (its end less its duration), or None when it says no duration."""
+    took = e["data"].get("durationMs", e["data"].get("ms"))
+    return e["t"] - float(took) if isinstance(took, (int, float)) and not isinstance(took, bool) else None
+
+
 def _caused_by_act(e: dict, floor: float, known: Optional["_Known"], repeats: bool = False) -> bool:
     """Could the act at `floor` have caused this completed call?  Not when it started before the
     act, went to another origin (analytics, a CDN), or is a write the page also made on its own
     before the act (autosave, polling); with `repeats`, only what it made twice or more is its own."""
     d = e["data"]
-    took = d.get("durationMs", d.get("ms"))
-    if isinstance(took, (int, float)) and e["t"] - float(took) < floor - 50:
+    began = _call_began(e)
+    if began is not None and began < floor - 50:
         return False
     if known is None:
         return True
@@ -18030,9 +18036,8 @@ def _writes_in(window: List[dict], floor: Optional[float] = None, answers: bool 
             continue
         if floor is not None and not _caused_by_act(e, floor, None):
             continue
-        took = d.get("durationMs", d.get("ms"))
-        began = e["t"] - float(took) if isinstance(took, (int, float)) and not isinstance(took, bool) else e["t"]
-        if until is not None and began >= until:
+        began = _call_began(e)
+        if until is not None and (e["t"] if began is None else began) >= until:
             continue
         parts = urllib.parse.urlsplit(str(d.get("url") or ""))
         item: Dict[str, Any] = {"method": str(d.get("method")).upper(), "path": parts.path or "/"}
@@ -22071,6 +22076,7 @@ def _whole_traces(spans: List[dict], logs: List[dict], size: int) -> Iterator[Tu
 
 OTEL_SLICE_SPANS = 2000          # spans (whole traces) filed in one turn of the event loop; then others go
 OTEL_ORIGINS_KEPT = 256          # the origins traced services were seen to serve, at most (the oldest go first)
+OTEL_LOG_SERVICES_KEPT = 256     # the services seen exporting logs, at most (the oldest go first)
 
 
 def _keep_recent(kept: "collections.OrderedDict[str, None]", names: List[str], cap: int) -> None:
@@ -22238,7 +22244,7 @@ class _OtelTraces:
             self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="reticle-otlp")
         loop = asyncio.get_running_loop()
         spans, logs, bad, loggers = await loop.run_in_executor(self.pool, _otlp_read, body, media, encoding, what)
-        _keep_recent(self.log_services, loggers, OTEL_ORIGINS_KEPT)
+        _keep_recent(self.log_services, loggers, OTEL_LOG_SERVICES_KEPT)
         for part_spans, part_logs in _whole_traces(spans, logs, OTEL_SLICE_SPANS):
             self.absorb(hub, part_spans, part_logs)
             await asyncio.sleep(0)
@@ -22325,7 +22331,8 @@ class _OtelTraces:
         if rec["statements"]:
             self.db_services.add(server["service"])
         rec["dbTraced"] = server["service"] in self.db_services
-        rec.update({"logsExported": True} if server["service"] in self.log_services else {})  # (observe.py)
+        if server["service"] in self.log_services:
+            rec["logsExported"] = True  # a verdict over it waits for the logs' own batch (observe.py)
         rec["dbUnread"] = self._unread(server["service"], rec["dbTraced"], raw["dbUnread"])
         return rec
 
@@ -22975,6 +22982,9 @@ async def _read_text_probe(session: "_BrowserSession", p: dict) -> Any:
     return await session.command("eval_probe", probe)
 
 
+TOLD_NOTE = "the page tells the user"  # a missed text's reason names, after it, what the page tells the user instead
+
+
 async def _near_text(session: "_BrowserSession", p: dict, res: Any) -> Optional[dict]:
     """For text that was not found: what the page tells the user now (its alerts and status
     messages, errors first), the nearest texts a person would read instead."""
@@ -23046,7 +23056,7 @@ def _judge_text(p: dict, obs: _Observation) -> dict:
     told = (obs.near.get(_leaf_key(p)) or {}).get("told")
     if told:  # near misses: what the page tells the user instead
         out["observed"] = told
-        out["failureReason"] += "; the page tells the user: %s" % ", ".join(repr(t) for t in told[:3])
+        out["failureReason"] += "; %s: %s" % (TOLD_NOTE, ", ".join(repr(t) for t in told[:3]))
     return out
 
 
@@ -24151,7 +24161,7 @@ def _r_assertion_failed(c: _Case) -> _Ruling:
     if not c.res["pass"]:
         why = c.res.get("failureReason") or _describe_predicate(c.p)
         shown = [x["counter"] for x in c.contradictions if x["kind"] == "error-shown"]
-        if shown and not c.res.get("decided") and "the page tells the user" not in why:
+        if shown and not c.res.get("decided") and TOLD_NOTE not in why:
             why += "; %s" % shown[0]  # the failure the act showed, when the page's near texts did not name it
         return "no", "assertion_failed", "the declared consequence did not hold: %s" % why
     return None
@@ -27780,15 +27790,12 @@ async def _replay_step(hub: _Daemon, session: "_BrowserSession", step: dict, ctx
             "the %s was not dispatched: %s" % (step["action"], _short(_dumps(res.get("result")), 200))}
 
 
-def _step_writes(session: "_BrowserSession", begun: List[Tuple[dict, float]], until: Optional[float],
+def _step_writes(session: "_BrowserSession", row: dict, cursor: float, until: Optional[float],
                  answered: List[dict]) -> None:
-    """The writes the last step of `begun` started (before `until`, when the next step began) and that were
-    answered by now, joined to its row's `writes` and to the flow's (`answered`, for --teeth).  Asked again
-    once the next step has run: a plain act returns before its request comes back (on a busy machine, well
-    before), and a write answered later is still that act's."""
-    if not begun:
-        return
-    row, cursor = begun[-1]
+    """The writes the step of `row`, begun at `cursor`, started (before `until`, when the next step began)
+    and that were answered by now, joined to its row's `writes` and to the flow's (`answered`, for --teeth).
+    Asked again once the next step has run: a plain act returns before its request comes back (on a busy
+    machine, well before), and a write answered later is still that act's."""
     shown = row.setdefault("writes", [])
     for w in _writes_in(session.window(cursor), cursor, answers=True, until=until):
         if not any(_write_label(x) == _write_label(w) for x in shown):
@@ -27865,7 +27872,7 @@ async def _replay(hub: _Daemon, session: "_BrowserSession", flow: dict, url: Opt
         session = hub.bridge.get(session.id) or session
     verdict = "yes"
     failed_at = None
-    begun: List[Tuple[dict, float]] = []  # each step's row and when it began
+    before: Optional[Tuple[dict, float]] = None  # the step before's row and when it began
     for i, step in enumerate(flow["steps"]):
         label = _step_label(step)
         if failed_at is not None:
@@ -27882,9 +27889,10 @@ async def _replay(hub: _Daemon, session: "_BrowserSession", flow: dict, url: Opt
         if "until" in step or "assert" in step:
             row["predicate"] = step.get("until") or step.get("assert")
         row["timeline"] = await _timeline_from(session, cursor, row["verified"], label)
-        _step_writes(session, begun, cursor, answered)  # the step before: its writes answered while this one ran
-        begun.append((row, cursor))
-        _step_writes(session, begun, None, answered)    # this step's own
+        if before is not None:  # the step before: its writes answered while this one ran
+            _step_writes(session, *before, cursor, answered)
+        before = (row, cursor)
+        _step_writes(session, row, cursor, None, answered)  # this step's own
         met = _expectation(step, row)
         if not met or row["verified"] != "yes":
             row["evidence"] = _step_evidence(res)

@@ -89,13 +89,19 @@ def _unread_write(e: dict, floor: float, known: "_Known") -> bool:
     return _caused_by_act(e, floor, known)
 
 
+def _call_began(e: dict) -> Optional[float]:
+    """When a completed call began (its end less its duration), or None when it says no duration."""
+    took = e["data"].get("durationMs", e["data"].get("ms"))
+    return e["t"] - float(took) if isinstance(took, (int, float)) and not isinstance(took, bool) else None
+
+
 def _caused_by_act(e: dict, floor: float, known: Optional["_Known"], repeats: bool = False) -> bool:
     """Could the act at `floor` have caused this completed call?  Not when it started before the
     act, went to another origin (analytics, a CDN), or is a write the page also made on its own
     before the act (autosave, polling); with `repeats`, only what it made twice or more is its own."""
     d = e["data"]
-    took = d.get("durationMs", d.get("ms"))
-    if isinstance(took, (int, float)) and e["t"] - float(took) < floor - 50:
+    began = _call_began(e)
+    if began is not None and began < floor - 50:
         return False
     if known is None:
         return True
@@ -119,9 +125,8 @@ def _writes_in(window: List[dict], floor: Optional[float] = None, answers: bool 
             continue
         if floor is not None and not _caused_by_act(e, floor, None):
             continue
-        took = d.get("durationMs", d.get("ms"))
-        began = e["t"] - float(took) if isinstance(took, (int, float)) and not isinstance(took, bool) else e["t"]
-        if until is not None and began >= until:
+        began = _call_began(e)
+        if until is not None and (e["t"] if began is None else began) >= until:
             continue
         parts = urllib.parse.urlsplit(str(d.get("url") or ""))
         item: Dict[str, Any] = {"method": str(d.get("method")).upper(), "path": parts.path or "/"}

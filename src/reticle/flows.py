@@ -320,15 +320,12 @@ async def _replay_step(hub: _Daemon, session: "_BrowserSession", step: dict, ctx
             "the %s was not dispatched: %s" % (step["action"], _short(_dumps(res.get("result")), 200))}
 
 
-def _step_writes(session: "_BrowserSession", begun: List[Tuple[dict, float]], until: Optional[float],
+def _step_writes(session: "_BrowserSession", row: dict, cursor: float, until: Optional[float],
                  answered: List[dict]) -> None:
-    """The writes the last step of `begun` started (before `until`, when the next step began) and that were
-    answered by now, joined to its row's `writes` and to the flow's (`answered`, for --teeth).  Asked again
-    once the next step has run: a plain act returns before its request comes back (on a busy machine, well
-    before), and a write answered later is still that act's."""
-    if not begun:
-        return
-    row, cursor = begun[-1]
+    """The writes the step of `row`, begun at `cursor`, started (before `until`, when the next step began)
+    and that were answered by now, joined to its row's `writes` and to the flow's (`answered`, for --teeth).
+    Asked again once the next step has run: a plain act returns before its request comes back (on a busy
+    machine, well before), and a write answered later is still that act's."""
     shown = row.setdefault("writes", [])
     for w in _writes_in(session.window(cursor), cursor, answers=True, until=until):
         if not any(_write_label(x) == _write_label(w) for x in shown):
@@ -405,7 +402,7 @@ async def _replay(hub: _Daemon, session: "_BrowserSession", flow: dict, url: Opt
         session = hub.bridge.get(session.id) or session
     verdict = "yes"
     failed_at = None
-    begun: List[Tuple[dict, float]] = []  # each step's row and when it began
+    before: Optional[Tuple[dict, float]] = None  # the step before's row and when it began
     for i, step in enumerate(flow["steps"]):
         label = _step_label(step)
         if failed_at is not None:
@@ -422,9 +419,10 @@ async def _replay(hub: _Daemon, session: "_BrowserSession", flow: dict, url: Opt
         if "until" in step or "assert" in step:
             row["predicate"] = step.get("until") or step.get("assert")
         row["timeline"] = await _timeline_from(session, cursor, row["verified"], label)
-        _step_writes(session, begun, cursor, answered)  # the step before: its writes answered while this one ran
-        begun.append((row, cursor))
-        _step_writes(session, begun, None, answered)    # this step's own
+        if before is not None:  # the step before: its writes answered while this one ran
+            _step_writes(session, *before, cursor, answered)
+        before = (row, cursor)
+        _step_writes(session, row, cursor, None, answered)  # this step's own
         met = _expectation(step, row)
         if not met or row["verified"] != "yes":
             row["evidence"] = _step_evidence(res)

@@ -18,7 +18,7 @@ from .events import (_UI_EVENTS, _WRITE_METHODS, _call_failed, _call_label, _cal
     _is_write, _still_open)
 from .frames import _answered
 from .observation import _Observation, _ReadFailed, _leaf_key, _leaves
-from .predicates import _PREDICATE_KINDS, _describe_predicate, _frame_body, _frame_label, _frame_value
+from .predicates import TOLD_NOTE, _PREDICATE_KINDS, _describe_predicate, _frame_body, _frame_label, _frame_value
 from .server_judge import (_ID_SEGMENT, _act_server_records, _c_server_exception, _c_server_logged,
     _c_server_rolled_back, _c_server_wrong_row, _commit_advice, _names_table, _server_contradictions, _server_label,
     _server_line, _server_matches, _server_records, _server_rows, _writes_observed, _writes_text)
@@ -541,7 +541,7 @@ def _r_assertion_failed(c: _Case) -> _Ruling:
     if not c.res["pass"]:
         why = c.res.get("failureReason") or _describe_predicate(c.p)
         shown = [x["counter"] for x in c.contradictions if x["kind"] == "error-shown"]
-        if shown and not c.res.get("decided") and "the page tells the user" not in why:
+        if shown and not c.res.get("decided") and TOLD_NOTE not in why:
             why += "; %s" % shown[0]  # the failure the act showed, when the page's near texts did not name it
         return "no", "assertion_failed", "the declared consequence did not hold: %s" % why
     return None

@@ -525,6 +525,7 @@ def _whole_traces(spans: List[dict], logs: List[dict], size: int) -> Iterator[Tu
 
 OTEL_SLICE_SPANS = 2000          # spans (whole traces) filed in one turn of the event loop; then others go
 OTEL_ORIGINS_KEPT = 256          # the origins traced services were seen to serve, at most (the oldest go first)
+OTEL_LOG_SERVICES_KEPT = 256     # the services seen exporting logs, at most (the oldest go first)
 
 
 def _keep_recent(kept: "collections.OrderedDict[str, None]", names: List[str], cap: int) -> None:
@@ -692,7 +693,7 @@ class _OtelTraces:
             self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="reticle-otlp")
         loop = asyncio.get_running_loop()
         spans, logs, bad, loggers = await loop.run_in_executor(self.pool, _otlp_read, body, media, encoding, what)
-        _keep_recent(self.log_services, loggers, OTEL_ORIGINS_KEPT)
+        _keep_recent(self.log_services, loggers, OTEL_LOG_SERVICES_KEPT)
         for part_spans, part_logs in _whole_traces(spans, logs, OTEL_SLICE_SPANS):
             self.absorb(hub, part_spans, part_logs)
             await asyncio.sleep(0)
@@ -779,7 +780,8 @@ class _OtelTraces:
         if rec["statements"]:
             self.db_services.add(server["service"])
         rec["dbTraced"] = server["service"] in self.db_services
-        rec.update({"logsExported": True} if server["service"] in self.log_services else {})  # (observe.py)
+        if server["service"] in self.log_services:
+            rec["logsExported"] = True  # a verdict over it waits for the logs' own batch (observe.py)
         rec["dbUnread"] = self._unread(server["service"], rec["dbTraced"], raw["dbUnread"])
         return rec
 

@@ -572,6 +572,9 @@ async def _read_text_probe(session: "_BrowserSession", p: dict) -> Any:
     return await session.command("eval_probe", probe)
 
 
+TOLD_NOTE = "the page tells the user"  # a missed text's reason names, after it, what the page tells the user instead
+
+
 async def _near_text(session: "_BrowserSession", p: dict, res: Any) -> Optional[dict]:
     """For text that was not found: what the page tells the user now (its alerts and status
     messages, errors first), the nearest texts a person would read instead."""
@@ -643,7 +646,7 @@ def _judge_text(p: dict, obs: _Observation) -> dict:
     told = (obs.near.get(_leaf_key(p)) or {}).get("told")
     if told:  # near misses: what the page tells the user instead
         out["observed"] = told
-        out["failureReason"] += "; the page tells the user: %s" % ", ".join(repr(t) for t in told[:3])
+        out["failureReason"] += "; %s: %s" % (TOLD_NOTE, ", ".join(repr(t) for t in told[:3]))
     return out
 
 
